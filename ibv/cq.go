@@ -1,0 +1,120 @@
+package ibv
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// CQ is a completion queue (struct ibv_cq). Providers add completions with Push; consumers take
+// them with Poll (ibv_poll_cq) or block in Wait (the completion-channel idiom).
+type CQ struct {
+	ctx     *Context
+	mu      sync.Mutex
+	q       []WC // ring
+	head    int
+	n       int
+	count   atomic.Int32 // == n, readable without the lock
+	signal  chan struct{}
+	overrun atomic.Bool
+	refs    atomic.Int32
+	dead    atomic.Bool
+}
+
+// CreateCQ creates a completion queue with room for cqe completions (ibv_create_cq).
+func (c *Context) CreateCQ(cqe int) (*CQ, error) {
+	if cqe <= 0 || cqe > 1<<22 {
+		return nil, fmt.Errorf("%w: CQ of %d entries", ErrInvalidArgument, cqe)
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	return &CQ{ctx: c, q: make([]WC, cqe), signal: make(chan struct{}, 1)}, nil
+}
+
+// Cap is the number of entries the CQ holds.
+func (cq *CQ) Cap() int { return len(cq.q) }
+
+// Len is the number of completions waiting.
+func (cq *CQ) Len() int { return int(cq.count.Load()) }
+
+// Push adds a completion (for providers). When the CQ is full the completion is dropped, the CQ
+// is marked overrun and an EventCQErr is posted, as hardware does; Push then returns false.
+func (cq *CQ) Push(wc WC) bool {
+	cq.mu.Lock()
+	if cq.n == len(cq.q) {
+		cq.mu.Unlock()
+		if cq.overrun.CompareAndSwap(false, true) {
+			cq.ctx.PostEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Detail: "CQ overrun"})
+		}
+		return false
+	}
+	cq.q[(cq.head+cq.n)%len(cq.q)] = wc
+	cq.n++
+	cq.count.Store(int32(cq.n))
+	cq.mu.Unlock()
+	select {
+	case cq.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Poll moves up to len(wc) completions into wc and returns how many (ibv_poll_cq).
+func (cq *CQ) Poll(wc []WC) int {
+	if cq.count.Load() == 0 {
+		return 0
+	}
+	cq.mu.Lock()
+	k := 0
+	for k < len(wc) && cq.n > 0 {
+		wc[k] = cq.q[cq.head]
+		cq.head = (cq.head + 1) % len(cq.q)
+		cq.n--
+		k++
+	}
+	cq.count.Store(int32(cq.n))
+	cq.mu.Unlock()
+	return k
+}
+
+// spinPolls is how many times Wait polls, yielding the processor in between, before it parks:
+// waking a parked waiter on another core costs tens of µs on this class of machine
+// (DESIGN.md §8), more than most remote operations take.
+const spinPolls = 200
+
+// Wait blocks until the CQ holds at least one completion, ctx ends, or the device is closed.
+func (cq *CQ) Wait(ctx context.Context) error {
+	for i := 0; i < spinPolls; i++ {
+		if cq.count.Load() > 0 {
+			return nil
+		}
+		runtime.Gosched()
+	}
+	for {
+		if cq.count.Load() > 0 {
+			return nil
+		}
+		select {
+		case <-cq.signal:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cq.ctx.done:
+			return ErrClosed
+		}
+	}
+}
+
+// Overrun reports whether a completion was ever dropped because the CQ was full.
+func (cq *CQ) Overrun() bool { return cq.overrun.Load() }
+
+// Destroy destroys the CQ (ibv_destroy_cq); ErrBusy while a QP uses it.
+func (cq *CQ) Destroy() error {
+	if cq.refs.Load() != 0 {
+		return fmt.Errorf("%w: CQ used by %d QPs", ErrBusy, cq.refs.Load())
+	}
+	cq.dead.Store(true)
+	return nil
+}

@@ -1,0 +1,280 @@
+// Package accum holds the element-wise atomic kernels that every provider applies to target
+// memory: typed accumulate (ARMCI_Acc: dst[i] += scale·src[i], atomic per element with respect to
+// other accumulates) and the 32/64-bit read-modify-write atomics (fetch-and-add, swap,
+// compare-and-swap) behind ARMCI_Rmw and the verbs atomics.
+//
+// All kernels work on byte slices of (possibly shared, mmap'd) memory. They use CPU atomics, so an
+// origin in another process writing through a shared mapping and the local responder of a network
+// provider can apply accumulates to the same memory at once and each element is still updated
+// exactly once per accumulate. Complex types are updated component-wise (each float atomically):
+// the sum is exact, and accumulate atomicity holds because addition of components commutes.
+package accum
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Type is an accumulate element type. The numeric values are those of ibv.AccType.
+type Type uint8
+
+const (
+	Int32 Type = iota + 1
+	Int64
+	Float32
+	Float64
+	Complex64
+	Complex128
+)
+
+// ErrType: unknown element type. ErrShape: lengths or alignment do not fit the type.
+var (
+	ErrType  = errors.New("accum: unknown element type")
+	ErrShape = errors.New("accum: length or alignment does not fit the element type")
+)
+
+// Size is the element size in bytes, 0 for an unknown type.
+func (t Type) Size() int {
+	switch t {
+	case Int32, Float32:
+		return 4
+	case Int64, Float64, Complex64:
+		return 8
+	case Complex128:
+		return 16
+	}
+	return 0
+}
+
+// Align is the alignment the atomic updates need (the component size).
+func (t Type) Align() int {
+	switch t {
+	case Complex64:
+		return 4
+	case Complex128:
+		return 8
+	}
+	return t.Size()
+}
+
+// Check validates that dst and src fit type t: equal lengths, a multiple of the element size, and
+// dst aligned for atomic updates.
+func Check(t Type, dst, src []byte) error {
+	es := t.Size()
+	if es == 0 {
+		return fmt.Errorf("%w: %d", ErrType, t)
+	}
+	if len(dst) != len(src) || len(dst)%es != 0 {
+		return fmt.Errorf("%w: dst %d bytes, src %d bytes, element %d bytes", ErrShape, len(dst), len(src), es)
+	}
+	if len(dst) > 0 && uintptr(unsafe.Pointer(&dst[0]))%uintptr(t.Align()) != 0 {
+		return fmt.Errorf("%w: target not %d-byte aligned", ErrShape, t.Align())
+	}
+	return nil
+}
+
+// Apply performs dst[i] += scale·src[i] for every element of type t, each element atomically. The
+// scale is converted to t (integers take the real part, truncated; floats the real part; complex
+// types the whole value). src need not be aligned. Errors wrap ErrType or ErrShape and change
+// nothing.
+func Apply(t Type, dst, src []byte, scale complex128) error {
+	if err := Check(t, dst, src); err != nil {
+		return err
+	}
+	n := len(dst)
+	switch t {
+	case Int32:
+		s := int32(real(scale))
+		for i := 0; i < n; i += 4 {
+			v := int32(le32(src[i:]))
+			atomic.AddInt32((*int32)(unsafe.Pointer(&dst[i])), s*v)
+		}
+	case Int64:
+		s := int64(real(scale))
+		for i := 0; i < n; i += 8 {
+			v := int64(le64(src[i:]))
+			atomic.AddInt64((*int64)(unsafe.Pointer(&dst[i])), s*v)
+		}
+	case Float32:
+		s := float32(real(scale))
+		for i := 0; i < n; i += 4 {
+			addF32(&dst[i], s*math.Float32frombits(le32(src[i:])))
+		}
+	case Float64:
+		s := real(scale)
+		for i := 0; i < n; i += 8 {
+			addF64(&dst[i], s*math.Float64frombits(le64(src[i:])))
+		}
+	case Complex64:
+		s := complex64(scale)
+		for i := 0; i < n; i += 8 {
+			v := s * complex(math.Float32frombits(le32(src[i:])), math.Float32frombits(le32(src[i+4:])))
+			addF32(&dst[i], real(v))
+			addF32(&dst[i+4], imag(v))
+		}
+	case Complex128:
+		for i := 0; i < n; i += 16 {
+			v := scale * complex(math.Float64frombits(le64(src[i:])), math.Float64frombits(le64(src[i+8:])))
+			addF64(&dst[i], real(v))
+			addF64(&dst[i+8], imag(v))
+		}
+	}
+	return nil
+}
+
+func addF32(p *byte, v float32) {
+	a := (*uint32)(unsafe.Pointer(p))
+	for {
+		old := atomic.LoadUint32(a)
+		if atomic.CompareAndSwapUint32(a, old, math.Float32bits(math.Float32frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+func addF64(p *byte, v float64) {
+	a := (*uint64)(unsafe.Pointer(p))
+	for {
+		old := atomic.LoadUint64(a)
+		if atomic.CompareAndSwapUint64(a, old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+// Little-endian loads (the wire and memory order of every supported machine is little-endian;
+// the runtime does not support big-endian hosts).
+func le32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
+}
+
+func word32(b []byte) (*uint32, error) {
+	if len(b) < 4 || uintptr(unsafe.Pointer(&b[0]))%4 != 0 {
+		return nil, fmt.Errorf("%w: 4-byte atomic on %d bytes or misaligned", ErrShape, len(b))
+	}
+	return (*uint32)(unsafe.Pointer(&b[0])), nil
+}
+
+func word64(b []byte) (*uint64, error) {
+	if len(b) < 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+		return nil, fmt.Errorf("%w: 8-byte atomic on %d bytes or misaligned", ErrShape, len(b))
+	}
+	return (*uint64)(unsafe.Pointer(&b[0])), nil
+}
+
+// FetchAdd64 atomically adds v to the 8-byte word at b[0:8] and returns the old value.
+func FetchAdd64(b []byte, v uint64) (uint64, error) {
+	p, err := word64(b)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.AddUint64(p, v) - v, nil
+}
+
+// FetchAdd32 atomically adds v to the 4-byte word at b[0:4] and returns the old value.
+func FetchAdd32(b []byte, v uint32) (uint32, error) {
+	p, err := word32(b)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.AddUint32(p, v) - v, nil
+}
+
+// Swap64 atomically stores v at b[0:8] and returns the old value.
+func Swap64(b []byte, v uint64) (uint64, error) {
+	p, err := word64(b)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.SwapUint64(p, v), nil
+}
+
+// Swap32 atomically stores v at b[0:4] and returns the old value.
+func Swap32(b []byte, v uint32) (uint32, error) {
+	p, err := word32(b)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.SwapUint32(p, v), nil
+}
+
+// CmpSwap64 atomically replaces the word at b[0:8] by swap if it equals cmp; it returns the old
+// value either way (verbs IBV_WR_ATOMIC_CMP_AND_SWP semantics).
+func CmpSwap64(b []byte, cmp, swap uint64) (uint64, error) {
+	p, err := word64(b)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		old := atomic.LoadUint64(p)
+		if old != cmp {
+			return old, nil
+		}
+		if atomic.CompareAndSwapUint64(p, old, swap) {
+			return old, nil
+		}
+	}
+}
+
+// CmpSwap32 is CmpSwap64 on a 4-byte word.
+func CmpSwap32(b []byte, cmp, swap uint32) (uint32, error) {
+	p, err := word32(b)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		old := atomic.LoadUint32(p)
+		if old != cmp {
+			return old, nil
+		}
+		if atomic.CompareAndSwapUint32(p, old, swap) {
+			return old, nil
+		}
+	}
+}
+
+// Load64 atomically loads the 8-byte word at b[0:8] (for polled flags and counters).
+func Load64(b []byte) (uint64, error) {
+	p, err := word64(b)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.LoadUint64(p), nil
+}
+
+// Store64 atomically stores v at b[0:8].
+func Store64(b []byte, v uint64) error {
+	p, err := word64(b)
+	if err != nil {
+		return err
+	}
+	atomic.StoreUint64(p, v)
+	return nil
+}
+
+func (t Type) String() string {
+	switch t {
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Float32:
+		return "float32"
+	case Float64:
+		return "float64"
+	case Complex64:
+		return "complex64"
+	case Complex128:
+		return "complex128"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
