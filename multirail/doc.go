@@ -1,0 +1,13 @@
+// Package multirail maps one-sided operations onto RDMA write, read and atomics over a virtual
+// channel of subchannels (seed 000 ch. 4: "virtual channel" of "virtual subchannels", one RC QP
+// each) and owns the completion filter: one completion per operation, however many work requests
+// carried it (seed 000 §4.3).
+//
+// A Network is one device's side of the job: its connections (hybridft.Conn), the table of
+// in-flight requests and the progress engine that polls the completion queue. A Channel is the
+// path set to one peer. Today a channel has one subchannel (one rail); the scheduling policies of
+// seed 000 ch. 4–8 plug in between Channel and its subchannels.
+//
+// Progress is driven by the waiting goroutine (no goroutine on the data path): whoever waits
+// becomes the poller; others sleep until the poller reports progress.
+package multirail

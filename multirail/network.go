@@ -1,0 +1,163 @@
+package multirail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv"
+)
+
+// ErrFailed wraps the completion status of a failed operation.
+var ErrFailed = errors.New("multirail: operation failed")
+
+// Network is one device's side of the job.
+type Network struct {
+	ep   *hybridft.Endpoint
+	reqs slab
+
+	pollMu  sync.Mutex // held by the goroutine that polls the CQ
+	waiters atomic.Int32
+	genMu   sync.Mutex
+	gen     chan struct{} // closed and replaced when progress was made
+	wcs     [32]ibv.WC    // poll buffer, guarded by pollMu
+}
+
+// NewNetwork wraps an endpoint.
+func NewNetwork(ep *hybridft.Endpoint) *Network {
+	return &Network{ep: ep, gen: make(chan struct{})}
+}
+
+// Endpoint is the device side the network uses.
+func (n *Network) Endpoint() *hybridft.Endpoint { return n.ep }
+
+// NewRequest starts a request; the caller posts its work requests with the Channel methods and
+// then calls Issued.
+func (n *Network) NewRequest(onDone func(*Request)) *Request {
+	r := &Request{net: n, onDone: onDone}
+	r.pending.Store(1) // the issuer's hold, released by Issued
+	n.reqs.add(r)
+	return r
+}
+
+// Issued releases the issuer's hold on r: from now on r completes when its work requests do.
+func (n *Network) Issued(r *Request) { n.complete(r, ibv.WCSuccess) }
+
+func (n *Network) complete(r *Request, s ibv.WCStatus) {
+	if s != ibv.WCSuccess {
+		r.fail(s)
+	}
+	if r.pending.Add(-1) == 0 {
+		n.reqs.remove(r)
+		if r.onDone != nil {
+			r.onDone(r)
+		}
+	}
+}
+
+// Progress polls the completion queue once and dispatches what it finds; it returns how many
+// completions it handled. It never blocks (another goroutine polling counts as no progress).
+func (n *Network) Progress() int {
+	if !n.pollMu.TryLock() {
+		return 0
+	}
+	k := n.pollLocked()
+	n.pollMu.Unlock()
+	return k
+}
+
+func (n *Network) pollLocked() int {
+	total := 0
+	for {
+		k := n.ep.CQ.Poll(n.wcs[:])
+		for i := 0; i < k; i++ {
+			wc := &n.wcs[i]
+			if r := n.reqs.get(wc.WRID); r != nil {
+				n.complete(r, wc.Status)
+			}
+		}
+		total += k
+		if k < len(n.wcs) {
+			break
+		}
+	}
+	if total > 0 {
+		n.broadcast()
+	}
+	return total
+}
+
+func (n *Network) broadcast() {
+	if n.waiters.Load() == 0 {
+		return
+	}
+	n.genMu.Lock()
+	close(n.gen)
+	n.gen = make(chan struct{})
+	n.genMu.Unlock()
+}
+
+func (n *Network) generation() <-chan struct{} {
+	n.genMu.Lock()
+	defer n.genMu.Unlock()
+	return n.gen
+}
+
+// Wait drives progress until r completes or ctx ends, and returns the request's outcome: nil, or
+// an error wrapping ErrFailed that names the completion status.
+func (n *Network) Wait(ctx context.Context, r *Request) error {
+	for spins := 0; !r.Done(); spins++ {
+		if n.pollMu.TryLock() {
+			k := n.pollLocked()
+			if k == 0 && !r.Done() {
+				if spins < 64 {
+					n.pollMu.Unlock()
+					runtime.Gosched()
+					continue
+				}
+				err := n.ep.CQ.Wait(ctx)
+				if err != nil {
+					n.pollMu.Unlock()
+					n.waiters.Add(1) // make sure someone else takes over polling
+					n.broadcast()
+					n.waiters.Add(-1)
+					return fmt.Errorf("multirail: wait: %w", err)
+				}
+			}
+			n.pollMu.Unlock()
+			if n.waiters.Load() > 0 {
+				n.broadcast() // hand the poller role over
+			}
+			continue
+		}
+		n.waiters.Add(1)
+		ch := n.generation()
+		if r.Done() {
+			n.waiters.Add(-1)
+			break
+		}
+		if n.pollMu.TryLock() { // the poller left: take its role over
+			n.pollMu.Unlock()
+			n.waiters.Add(-1)
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			n.waiters.Add(-1)
+			return fmt.Errorf("multirail: wait: %w", ctx.Err())
+		}
+		n.waiters.Add(-1)
+	}
+	if s := r.Status(); s != ibv.WCSuccess {
+		return fmt.Errorf("%w: %v", ErrFailed, s)
+	}
+	return nil
+}
+
+// InFlight is the number of requests not yet complete.
+func (n *Network) InFlight() int { return n.reqs.live() }
