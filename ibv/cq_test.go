@@ -1,0 +1,156 @@
+package ibv_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCQCreateBounds(t *testing.T) {
+	c, _ := newStub(t)
+	for _, n := range []int{0, -1, 1<<22 + 1} {
+		_, err := c.CreateCQ(n)
+		assert.ErrorIs(t, err, ibv.ErrInvalidArgument, "cqe %d", n)
+	}
+	cq, err := c.CreateCQ(1 << 22)
+	require.NoError(t, err)
+	assert.Equal(t, 1<<22, cq.Cap())
+}
+
+func TestCQRingWraparound(t *testing.T) {
+	c, _ := newStub(t)
+	cq, err := c.CreateCQ(4)
+	require.NoError(t, err)
+	next := uint64(0) // next WRID to push
+	want := uint64(0) // next WRID expected from Poll
+	push := func(k int) {
+		for i := 0; i < k; i++ {
+			require.True(t, cq.Push(ibv.WC{WRID: next, ByteLen: uint32(next * 3)}))
+			next++
+		}
+	}
+	poll := func(k int) {
+		wc := make([]ibv.WC, k)
+		n := cq.Poll(wc)
+		require.Equal(t, k, n)
+		for _, w := range wc[:n] {
+			assert.Equal(t, want, w.WRID)
+			assert.Equal(t, uint32(want*3), w.ByteLen)
+			want++
+		}
+	}
+	// Walk the head around the ring several times with every fill level.
+	for round := 0; round < 5; round++ {
+		push(3)
+		assert.Equal(t, 3, cq.Len())
+		poll(2)
+		push(3) // wraps
+		assert.Equal(t, 4, cq.Len())
+		poll(4)
+		assert.Equal(t, 0, cq.Len())
+	}
+	assert.Equal(t, 0, cq.Poll(make([]ibv.WC, 4)), "empty")
+	push(1)
+	assert.Equal(t, 1, cq.Poll(make([]ibv.WC, 8)), "poll more than present")
+	assert.Equal(t, 0, cq.Poll(nil))
+	assert.False(t, cq.Overrun())
+}
+
+func TestCQOverrun(t *testing.T) {
+	c, _ := newStub(t)
+	cq, err := c.CreateCQ(2)
+	require.NoError(t, err)
+	require.True(t, cq.Push(ibv.WC{WRID: 1}))
+	require.True(t, cq.Push(ibv.WC{WRID: 2}))
+	assert.False(t, cq.Push(ibv.WC{WRID: 3}), "full: dropped")
+	assert.True(t, cq.Overrun())
+	assert.False(t, cq.Push(ibv.WC{WRID: 4}))
+	ev := nextEvent(t, c)
+	assert.Equal(t, ibv.EventCQErr, ev.Type)
+	assert.Same(t, cq, ev.CQ)
+	// The older completions are intact; the dropped ones never appear.
+	wc := make([]ibv.WC, 4)
+	require.Equal(t, 2, cq.Poll(wc))
+	assert.Equal(t, uint64(1), wc[0].WRID)
+	assert.Equal(t, uint64(2), wc[1].WRID)
+	// One overrun, one event.
+	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventCommEst})
+	assert.Equal(t, ibv.EventCommEst, nextEvent(t, c).Type)
+}
+
+func TestCQWait(t *testing.T) {
+	c, _ := newStub(t)
+	cq, err := c.CreateCQ(8)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, cq.Wait(ctx), context.Canceled, "nothing there, context over")
+
+	require.True(t, cq.Push(ibv.WC{WRID: 5}))
+	assert.NoError(t, cq.Wait(ctx), "a completion is there: no need to block")
+	require.Equal(t, 1, cq.Poll(make([]ibv.WC, 1)))
+
+	// A waiter blocks until a completion arrives from another goroutine.
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errc <- cq.Wait(context.Background())
+	}()
+	require.True(t, cq.Push(ibv.WC{WRID: 6}))
+	wg.Wait()
+	require.NoError(t, <-errc)
+	wc := make([]ibv.WC, 1)
+	require.Equal(t, 1, cq.Poll(wc))
+	assert.Equal(t, uint64(6), wc[0].WRID)
+
+	// Cancelling a blocked waiter.
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { errc <- cq.Wait(ctx) }()
+	cancel()
+	assert.ErrorIs(t, <-errc, context.Canceled)
+
+	// Closing the device releases a blocked waiter.
+	go func() { errc <- cq.Wait(context.Background()) }()
+	require.NoError(t, c.Close())
+	assert.ErrorIs(t, <-errc, ibv.ErrClosed)
+}
+
+func TestCQConcurrentPushPoll(t *testing.T) {
+	c, _ := newStub(t)
+	const producers, per = 4, 500
+	cq, err := c.CreateCQ(producers * per)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				cq.Push(ibv.WC{WRID: uint64(p*per + i), QPNum: uint32(p)})
+			}
+		}()
+	}
+	last := make([]int, producers) // per producer: the next index expected
+	got := 0
+	wc := make([]ibv.WC, 7)
+	for got < producers*per {
+		require.NoError(t, cq.Wait(context.Background()))
+		n := cq.Poll(wc)
+		for _, w := range wc[:n] {
+			p := int(w.QPNum)
+			assert.Equal(t, uint64(p*per+last[p]), w.WRID, "per-producer order")
+			last[p]++
+		}
+		got += n
+	}
+	wg.Wait()
+	assert.False(t, cq.Overrun())
+	assert.Equal(t, 0, cq.Len())
+}
