@@ -1,0 +1,6 @@
+package cg
+
+import "errors"
+
+// ErrRange is returned for a row block outside the matrix or bad class parameters.
+var ErrRange = errors.New("cg: row range out of bounds")

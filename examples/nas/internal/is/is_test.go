@@ -1,0 +1,83 @@
+package is
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/examples/nas/internal/npb"
+)
+
+func TestParams(t *testing.T) {
+	p, err := ParamsFor(npb.ClassA)
+	require.NoError(t, err)
+	assert.Equal(t, 1<<23, p.NumKeys())
+	assert.Equal(t, 1<<19, p.MaxKey())
+	assert.Equal(t, 1024, p.NumBuckets())
+	s, _ := ParamsFor(npb.ClassS)
+	assert.Equal(t, 512, s.NumBuckets())
+	_, err = ParamsFor('Q')
+	assert.ErrorIs(t, err, npb.ErrClass)
+}
+
+func TestGenerateKeysBlocks(t *testing.T) {
+	p, _ := ParamsFor(npb.ClassS)
+	all := make([]int32, p.NumKeys())
+	p.GenerateKeys(0, all)
+	for _, k := range all {
+		require.True(t, k >= 0 && int(k) < p.MaxKey())
+	}
+	for _, lo := range []int{1, 7, 1000, p.NumKeys() - 3} {
+		blk := make([]int32, min(100, p.NumKeys()-lo))
+		p.GenerateKeys(lo, blk)
+		assert.Equal(t, all[lo:lo+len(blk)], blk, "block at %d", lo)
+	}
+	// the reference generator, step by step in double precision
+	x := float64(npb.Seed)
+	k := float64(p.MaxKey() / 4)
+	for i := 0; i < 1000; i++ {
+		r := npb.Randlc(&x, float64(npb.Mult))
+		r += npb.Randlc(&x, float64(npb.Mult))
+		r += npb.Randlc(&x, float64(npb.Mult))
+		r += npb.Randlc(&x, float64(npb.Mult))
+		require.Equal(t, int32(k*r), all[i], "key %d", i)
+	}
+}
+
+func TestSerialClassS(t *testing.T) {
+	p, _ := ParamsFor(npb.ClassS)
+	res := Serial(p)
+	assert.Empty(t, res.Failures)
+	assert.Equal(t, Passes, res.Passed)
+	assert.True(t, res.Verified)
+}
+
+func TestSerialClassW(t *testing.T) {
+	if testing.Short() {
+		t.Skip("class W in -short mode")
+	}
+	p, _ := ParamsFor(npb.ClassW)
+	res := Serial(p)
+	assert.Empty(t, res.Failures)
+	assert.True(t, res.Verified)
+}
+
+// With a wrong expected rank table the partial verification must fail.
+func TestSerialDetectsWrongRanks(t *testing.T) {
+	p, _ := ParamsFor(npb.ClassS)
+	p.TestRank[2]++
+	res := Serial(p)
+	assert.False(t, res.Verified)
+	assert.Equal(t, Passes-MaxIterations, res.Passed)
+	assert.Len(t, res.Failures, MaxIterations)
+}
+
+func TestOutOfOrder(t *testing.T) {
+	assert.Equal(t, 0, OutOfOrder([]int32{1, 1, 2, 5}))
+	assert.Equal(t, 2, OutOfOrder([]int32{3, 1, 2, 0}))
+	k := []int32{5, 3, 9}
+	slices.Sort(k)
+	assert.Equal(t, 0, OutOfOrder(k))
+}

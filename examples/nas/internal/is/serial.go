@@ -1,0 +1,158 @@
+package is
+
+import (
+	"fmt"
+
+	"github.com/goarmci/goarmci/examples/nas/internal/npb"
+)
+
+// Result is the outcome of an IS run.
+type Result struct {
+	Params   Params
+	Seconds  float64 // the MaxIterations timed rankings
+	Passed   int     // verification checks passed (Passes when all did)
+	Verified bool
+	Failures []string // one line per failed check
+}
+
+// Mops returns the result's Mop/s by NPB's count.
+func (r Result) Mops() float64 { return r.Params.Mops(r.Seconds) }
+
+// Report returns the NPB report block for the result.
+func (r Result) Report(ranks int) npb.Report {
+	return npb.Report{
+		Name: "IS", Class: r.Params.Class, Size: fmt.Sprint(r.Params.NumKeys()),
+		Iterations: MaxIterations, Ranks: ranks, Seconds: r.Seconds, Mops: r.Mops(),
+		OpType: "keys ranked", Verified: r.Verified,
+	}
+}
+
+// serial is the serial reference's working set (is.c with USE_BUCKETS, one thread).
+type serial struct {
+	p          Params
+	keys       []int32 // key_array
+	buff1      []int32 // key_buff1: population, then ranks, per key value
+	buff2      []int32 // key_buff2: keys in bucket order
+	bucketSize []int32
+	bucketPtrs []int32
+	passed     int
+	failures   []string
+}
+
+// Count returns the population of each bucket (key >> shift) of keys into counts (cleared first).
+func Count(keys []int32, shift int, counts []int32) {
+	clear(counts)
+	for _, k := range keys {
+		counts[k>>shift]++
+	}
+}
+
+func (s *serial) rank(iteration int) {
+	p := s.p
+	shift := p.Shift()
+	nbk := int32(1) << shift
+	idx, val := p.Modify(iteration)
+	s.keys[idx[0]], s.keys[idx[1]] = val[0], val[1]
+
+	var pv [TestArraySize]int32
+	for i := range pv {
+		pv[i] = s.keys[p.TestIndex[i]]
+	}
+
+	Count(s.keys, shift, s.bucketSize)
+	ptr := s.bucketPtrs
+	ptr[0] = 0
+	for i := 1; i < len(ptr); i++ {
+		ptr[i] = ptr[i-1] + s.bucketSize[i-1]
+	}
+	buff2 := s.buff2
+	for _, k := range s.keys {
+		b := k >> shift
+		buff2[ptr[b]] = k
+		ptr[b]++
+	}
+	// ptr[b] now is the end of bucket b
+	buff1 := s.buff1
+	for b := range ptr {
+		k1 := int32(b) * nbk
+		k2 := k1 + nbk
+		seg := buff1[k1:k2]
+		clear(seg)
+		m := int32(0)
+		if b > 0 {
+			m = ptr[b-1]
+		}
+		for _, k := range buff2[m:ptr[b]] {
+			buff1[k]++
+		}
+		seg[0] += m
+		for k := 1; k < len(seg); k++ {
+			seg[k] += seg[k-1]
+		}
+	}
+	for i, k := range pv {
+		if 0 < k && int(k) <= p.NumKeys()-1 {
+			if got, want := int64(buff1[k-1]), p.ExpectedRank(i, iteration); got == want {
+				s.passed++
+			} else {
+				s.failures = append(s.failures, fmt.Sprintf(
+					"Failed partial verification: iteration %d, test key %d (rank %d, want %d)",
+					iteration, i, got, want))
+			}
+		}
+	}
+}
+
+// OutOfOrder returns how many adjacent pairs of keys are in decreasing order.
+func OutOfOrder(keys []int32) int {
+	n := 0
+	for i := 1; i < len(keys); i++ {
+		if keys[i-1] > keys[i] {
+			n++
+		}
+	}
+	return n
+}
+
+// fullVerify sorts the keys with the ranks of the last iteration and counts keys out of order.
+func (s *serial) fullVerify() {
+	m := int32(0)
+	for _, end := range s.bucketPtrs {
+		for _, k := range s.buff2[m:end] {
+			s.buff1[k]--
+			s.keys[s.buff1[k]] = k
+		}
+		m = end
+	}
+	if n := OutOfOrder(s.keys); n != 0 {
+		s.failures = append(s.failures, fmt.Sprintf("Full_verify: number of keys out of sort: %d", n))
+	} else {
+		s.passed++
+	}
+}
+
+// Serial runs the serial reference IS of class p: create_seq, one untimed rank(1), then
+// MaxIterations timed rankings with partial verification, then the full verification.
+func Serial(p Params) Result {
+	s := &serial{
+		p:          p,
+		keys:       make([]int32, p.NumKeys()),
+		buff1:      make([]int32, p.MaxKey()),
+		buff2:      make([]int32, p.NumKeys()),
+		bucketSize: make([]int32, p.NumBuckets()),
+		bucketPtrs: make([]int32, p.NumBuckets()),
+	}
+	p.GenerateKeys(0, s.keys)
+	s.rank(1)
+	s.passed = 0
+	s.failures = nil
+	var t npb.Timer
+	t.Start()
+	for it := 1; it <= MaxIterations; it++ {
+		s.rank(it)
+	}
+	t.Stop()
+	s.fullVerify()
+	return Result{Params: p, Seconds: t.Seconds(), Passed: s.passed, Verified: s.passed == Passes,
+		Failures: s.failures}
+}
