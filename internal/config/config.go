@@ -1,0 +1,214 @@
+// Package config holds goarmci's one typed configuration, parsed once from GOARMCI_*
+// environment variables and settable from Go code (DESIGN §5).
+//
+// Every knob has a name, type, default, unit and one line of documentation, kept in one table
+// (Knobs) that `goarmci info` prints. Bootstrap variables written by launchers
+// (GOARMCI_RANK, GOARMCI_SIZE, GOARMCI_RDV, ...) are listed in the same table with Launcher set;
+// they are read by internal/bootstrap, not stored in Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Prefix is the prefix of every goarmci environment variable.
+const Prefix = "GOARMCI_"
+
+// ErrBadValue is wrapped by errors about a knob value that does not parse or is out of range;
+// the message names the variable.
+var ErrBadValue = errors.New("config: bad value")
+
+// ErrUnknownKnob is returned by Config.Set for a name that is not a knob.
+var ErrUnknownKnob = errors.New("config: unknown knob")
+
+// Transport selects how ranks reach each other.
+type Transport string
+
+const (
+	// TransportAuto uses shared memory between ranks of one node and the network between nodes.
+	TransportAuto Transport = "auto"
+	// TransportShm uses shared memory only (every rank must share one node).
+	TransportShm Transport = "shm"
+	// TransportTCP uses the network (RC over TCP) for every peer, even within a node.
+	TransportTCP Transport = "tcp"
+)
+
+// LogFormat selects the log encoding.
+type LogFormat string
+
+const (
+	// LogJSON writes one JSON object per line (zerolog's native format).
+	LogJSON LogFormat = "json"
+	// LogConsole writes human-readable lines.
+	LogConsole LogFormat = "console"
+)
+
+// Config is the runtime configuration. The zero value is not meaningful; start from Default()
+// or FromEnv() and change fields, or call Set with a knob name and its text value.
+type Config struct {
+	// Transport: auto (shm within a node, tcp between nodes), shm or tcp. GOARMCI_TRANSPORT.
+	Transport Transport
+	// Rails are interface names or listen addresses, one per rail; empty means the host
+	// address (loopback for a single node). GOARMCI_RAILS.
+	Rails []string
+	// LogLevel is a zerolog level name (trace, debug, info, warn, error, fatal, panic,
+	// disabled). GOARMCI_LOG_LEVEL.
+	LogLevel string
+	// LogFile is the log destination; empty means stderr; "%r" is replaced by the rank.
+	// GOARMCI_LOG_FILE.
+	LogFile string
+	// LogFormat: json or console. GOARMCI_LOG_FORMAT.
+	LogFormat LogFormat
+	// StartupTimeout bounds every wait at start-up (rendezvous, first exchange).
+	// GOARMCI_STARTUP_TIMEOUT.
+	StartupTimeout time.Duration
+	// APM enables automatic path migration (seed 000 ch. 9, seed 003). GOARMCI_APM.
+	APM bool
+	// AckTimeout is the RC ACK timeout per QP attempt (DESIGN §3). GOARMCI_ACK_TIMEOUT.
+	AckTimeout time.Duration
+	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
+	RetryCount int
+	// PartitionTimeout bounds how long an operation blocks while no path to its target exists
+	// (seed 000 §10); 0 waits until the context ends. GOARMCI_PARTITION_TIMEOUT.
+	PartitionTimeout time.Duration
+	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
+	// package validates it. GOARMCI_STRIPE_POLICY.
+	StripePolicy string
+	// StripeThreshold is the message size in bytes from which messages are striped over rails
+	// instead of sent round robin (seed 000 §5.2.3). GOARMCI_STRIPE_THRESHOLD.
+	StripeThreshold int64
+	// Stats prints per-rank communication statistics at finalize. GOARMCI_STATS.
+	Stats bool
+}
+
+// Default returns the configuration with every knob at its default.
+func Default() Config {
+	var c Config
+	for _, k := range table {
+		if k.set != nil {
+			if err := k.set(&c, k.Default); err != nil {
+				// The table's defaults are constants checked by the tests.
+				panic(fmt.Sprintf("config: default of %s: %v", k.Name, err))
+			}
+		}
+	}
+	return c
+}
+
+// Warning is a non-fatal remark about the environment, such as an unknown GOARMCI_* variable.
+type Warning struct {
+	Var string // the variable concerned
+	Msg string
+}
+
+func (w Warning) String() string { return w.Var + ": " + w.Msg }
+
+// FromEnv parses the process environment into a Config. Unknown GOARMCI_* variables give
+// warnings; an unparsable value gives an error wrapping ErrBadValue that names the variable
+// (all bad values are reported, joined). Empty variables count as unset.
+func FromEnv() (Config, []Warning, error) { return FromEnviron(os.Environ()) }
+
+// FromEnviron is FromEnv over an explicit environment ("KEY=value" strings, as os.Environ).
+func FromEnviron(environ []string) (Config, []Warning, error) {
+	c := Default()
+	var warns []Warning
+	var errs []error
+	vars := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, Prefix) {
+			continue
+		}
+		vars[k] = v
+	}
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := vars[name]
+		k, ok := lookup(name)
+		if !ok {
+			msg := "unknown goarmci variable, ignored"
+			if s := suggest(name); s != "" {
+				msg += "; did you mean " + s + "?"
+			}
+			warns = append(warns, Warning{Var: name, Msg: msg})
+			continue
+		}
+		if k.set == nil || v == "" {
+			continue // launcher-owned, or unset
+		}
+		if err := k.set(&c, v); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", ErrBadValue, name, v, err))
+		}
+	}
+	return c, warns, errors.Join(errs...)
+}
+
+type envResult struct {
+	c     Config
+	warns []Warning
+	err   error
+}
+
+var processEnv = sync.OnceValue(func() envResult {
+	c, w, err := FromEnv()
+	return envResult{c, w, err}
+})
+
+// Env returns the process environment's configuration, parsed once on first use (later
+// changes to the environment are not seen). The Config is a copy the caller may change.
+func Env() (Config, []Warning, error) {
+	r := processEnv()
+	c := r.c
+	c.Rails = append([]string(nil), r.c.Rails...)
+	return c, append([]Warning(nil), r.warns...), r.err
+}
+
+// Set sets the knob called name (the environment variable name, e.g. "GOARMCI_APM") from
+// its text form, as if read from the environment. Errors wrap ErrUnknownKnob or ErrBadValue;
+// on error c is unchanged.
+func (c *Config) Set(name, value string) error {
+	k, ok := lookup(name)
+	if !ok || k.set == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownKnob, name)
+	}
+	tmp := *c
+	if err := k.set(&tmp, value); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrBadValue, name, value, err)
+	}
+	*c = tmp
+	return nil
+}
+
+// Get returns the text form of the knob called name, as `goarmci info` prints it.
+func (c *Config) Get(name string) (string, error) {
+	k, ok := lookup(name)
+	if !ok || k.get == nil {
+		return "", fmt.Errorf("%w: %s", ErrUnknownKnob, name)
+	}
+	return k.get(c), nil
+}
+
+// Validate checks values set directly in Go code; errors wrap ErrBadValue and name the knob.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, k := range table {
+		if k.get == nil || k.set == nil {
+			continue
+		}
+		var tmp Config
+		if err := k.set(&tmp, k.get(c)); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrBadValue, k.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

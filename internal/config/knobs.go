@@ -1,0 +1,239 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Knob describes one GOARMCI_* variable.
+type Knob struct {
+	Name    string // environment variable, e.g. GOARMCI_APM
+	Type    string // bool, int, duration, bytes, string, list or enum(a|b|c)
+	Default string // text form of the default; "" for none
+	Unit    string // unit of the value (bytes, count, ...) or ""
+	Doc     string // one line
+	// Launcher is true for bootstrap variables written by a launcher (goarmci run) and read
+	// by internal/bootstrap; they are not fields of Config.
+	Launcher bool
+
+	get func(*Config) string
+	set func(*Config, string) error
+}
+
+// Value returns the knob's current value in c as text; launcher variables return "".
+func (k Knob) Value(c *Config) string {
+	if k.get == nil {
+		return ""
+	}
+	return k.get(c)
+}
+
+// Knobs returns the table of every knob, configuration first, then launcher variables.
+func Knobs() []Knob { return append([]Knob(nil), table...) }
+
+func lookup(name string) (Knob, bool) {
+	for _, k := range table {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Knob{}, false
+}
+
+// suggest returns the known name closest to an unknown one, if it is close.
+func suggest(name string) string {
+	best, bestD := "", 4
+	for _, k := range table {
+		if d := editDistance(name, k.Name); d < bestD {
+			best, bestD = k.Name, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Launcher (bootstrap) variables, read by internal/bootstrap.
+const (
+	EnvRank      = "GOARMCI_RANK"
+	EnvSize      = "GOARMCI_SIZE"
+	EnvRDV       = "GOARMCI_RDV"
+	EnvJobID     = "GOARMCI_JOBID"
+	EnvLocalRank = "GOARMCI_LOCAL_RANK"
+	EnvLocalSize = "GOARMCI_LOCAL_SIZE"
+	EnvHostID    = "GOARMCI_HOST_ID"
+)
+
+var table = []Knob{
+	{Name: "GOARMCI_TRANSPORT", Type: "enum(auto|shm|tcp)", Default: "auto",
+		Doc: "how ranks reach each other: auto = shm within a node, tcp between nodes",
+		get: func(c *Config) string { return string(c.Transport) },
+		set: func(c *Config, v string) error {
+			switch t := Transport(strings.ToLower(strings.TrimSpace(v))); t {
+			case TransportAuto, TransportShm, TransportTCP:
+				c.Transport = t
+				return nil
+			}
+			return fmt.Errorf("want auto, shm or tcp")
+		}},
+	{Name: "GOARMCI_RAILS", Type: "list", Default: "",
+		Doc: "comma list of interface names or listen addresses, one per rail; none = host address",
+		get: func(c *Config) string { return strings.Join(c.Rails, ",") },
+		set: func(c *Config, v string) error {
+			var rails []string
+			for r := range strings.SplitSeq(v, ",") {
+				r = strings.TrimSpace(r)
+				if r == "" {
+					continue
+				}
+				if strings.ContainsAny(r, " \t") {
+					return fmt.Errorf("rail %q contains white space", r)
+				}
+				rails = append(rails, r)
+			}
+			c.Rails = rails
+			return nil
+		}},
+	{Name: "GOARMCI_LOG_LEVEL", Type: "enum(trace|debug|info|warn|error|fatal|panic|disabled)",
+		Default: "warn", Doc: "zerolog level of the runtime's log",
+		get: func(c *Config) string { return c.LogLevel },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if v == "warning" {
+				v = "warn"
+			}
+			if _, err := zerolog.ParseLevel(v); err != nil || v == "" {
+				return fmt.Errorf("want a zerolog level name (trace, debug, info, warn, error, disabled)")
+			}
+			c.LogLevel = v
+			return nil
+		}},
+	{Name: "GOARMCI_LOG_FILE", Type: "string", Default: "",
+		Doc: "log file (appended; %r = rank); empty = stderr",
+		get: func(c *Config) string { return c.LogFile },
+		set: func(c *Config, v string) error { c.LogFile = v; return nil }},
+	{Name: "GOARMCI_LOG_FORMAT", Type: "enum(json|console)", Default: "json",
+		Doc: "log encoding: one JSON object per line, or human-readable console lines",
+		get: func(c *Config) string { return string(c.LogFormat) },
+		set: func(c *Config, v string) error {
+			switch f := LogFormat(strings.ToLower(strings.TrimSpace(v))); f {
+			case LogJSON, LogConsole:
+				c.LogFormat = f
+				return nil
+			}
+			return fmt.Errorf("want json or console")
+		}},
+	{Name: "GOARMCI_STARTUP_TIMEOUT", Type: "duration", Default: "60s",
+		Doc: "deadline of every wait at start-up (rendezvous, first exchange)",
+		get: func(c *Config) string { return c.StartupTimeout.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.StartupTimeout }, false)},
+	{Name: "GOARMCI_APM", Type: "bool", Default: "true",
+		Doc: "automatic path migration: arm an alternate path on every RC queue pair (seed 000 ch. 9)",
+		get: func(c *Config) string { return strconv.FormatBool(c.APM) },
+		set: boolSetter(func(c *Config) *bool { return &c.APM })},
+	{Name: "GOARMCI_ACK_TIMEOUT", Type: "duration", Default: "50ms",
+		Doc: "RC ACK timeout per attempt before a retransmission",
+		get: func(c *Config) string { return c.AckTimeout.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.AckTimeout }, false)},
+	{Name: "GOARMCI_RETRY_COUNT", Type: "int", Default: "7", Unit: "count",
+		Doc: "RC retransmissions before the queue pair migrates (APM) or fails",
+		get: func(c *Config) string { return strconv.Itoa(c.RetryCount) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 || n > 1<<20 {
+				return fmt.Errorf("want an integer in [0, %d]", 1<<20)
+			}
+			c.RetryCount = n
+			return nil
+		}},
+	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "0s",
+		Doc: "how long an operation blocks while no path to its target exists; 0 = until its context ends",
+		get: func(c *Config) string { return c.PartitionTimeout.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.PartitionTimeout }, true)},
+	{Name: "GOARMCI_STRIPE_POLICY", Type: "string", Default: "auto",
+		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam); multirail validates it",
+		get: func(c *Config) string { return c.StripePolicy },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if v == "" || strings.ContainsAny(v, " \t,") {
+				return fmt.Errorf("want one policy name")
+			}
+			c.StripePolicy = v
+			return nil
+		}},
+	{Name: "GOARMCI_STRIPE_THRESHOLD", Type: "bytes", Default: "16KiB", Unit: "bytes",
+		Doc: "message size from which messages are striped over rails instead of sent round robin (seed 000 §5.2.3)",
+		get: func(c *Config) string { return FormatBytes(c.StripeThreshold) },
+		set: func(c *Config, v string) error {
+			n, err := ParseBytes(v)
+			if err != nil {
+				return err
+			}
+			c.StripeThreshold = n
+			return nil
+		}},
+	{Name: "GOARMCI_STATS", Type: "bool", Default: "false",
+		Doc: "print per-rank communication statistics at finalize",
+		get: func(c *Config) string { return strconv.FormatBool(c.Stats) },
+		set: boolSetter(func(c *Config) *bool { return &c.Stats })},
+
+	{Name: EnvRank, Type: "int", Launcher: true, Doc: "this process's rank (set by goarmci run)"},
+	{Name: EnvSize, Type: "int", Launcher: true, Doc: "number of ranks in the job (set by goarmci run)"},
+	{Name: EnvRDV, Type: "string", Launcher: true,
+		Doc: "host:port of the rendezvous service; set by goarmci run, required with Open MPI's mpirun"},
+	{Name: EnvJobID, Type: "string", Launcher: true, Doc: "job id (set by goarmci run)"},
+	{Name: EnvLocalRank, Type: "int", Launcher: true, Doc: "rank among the ranks of this node (set by goarmci run)"},
+	{Name: EnvLocalSize, Type: "int", Launcher: true, Doc: "number of ranks on this node (set by goarmci run)"},
+	{Name: EnvHostID, Type: "string", Launcher: true,
+		Doc: "node identity override: ranks with equal host ids share memory (default hostname/boot id)"},
+}
+
+func boolSetter(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "t", "true", "y", "yes", "on":
+			*field(c) = true
+		case "0", "f", "false", "n", "no", "off":
+			*field(c) = false
+		default:
+			return fmt.Errorf("want true or false")
+		}
+		return nil
+	}
+}
+
+func durationSetter(field func(*Config) *time.Duration, zeroOK bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("want a duration such as 500ms or 2m")
+		}
+		if d < 0 || (d == 0 && !zeroOK) {
+			return fmt.Errorf("want a positive duration")
+		}
+		*field(c) = d
+		return nil
+	}
+}
