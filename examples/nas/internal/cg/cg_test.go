@@ -113,3 +113,30 @@ func BenchmarkSerialClassS(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkMulVecClassA(b *testing.B) {
+	p, _ := ParamsFor(npb.ClassA)
+	m, err := MakeA(p, 0, p.NA)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := make([]float64, p.NA)
+	y := make([]float64, p.NA)
+	for i := range x {
+		x[i] = 1
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		m.MulVec(x, y)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(m.NNZ()), "ns/nnz")
+}
+
+func BenchmarkMakeAClassA(b *testing.B) {
+	p, _ := ParamsFor(npb.ClassA)
+	for b.Loop() {
+		if _, err := MakeA(p, 0, p.NA); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

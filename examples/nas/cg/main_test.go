@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestSerialClassSReport(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-serial", "-class", "S"}, &out, &errb)
+	assert.Equal(t, 0, code, errb.String())
+	s := out.String()
+	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n",
+		" Time in seconds = ", " Mop/s total = ", " Zeta = 8.5971775078648E+00\n"} {
+		assert.Contains(t, s, l)
+	}
+}
+
+func TestBadClass(t *testing.T) {
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-class", "Q"}, &out, &errb))
+	assert.Contains(t, errb.String(), "unknown benchmark class")
+}

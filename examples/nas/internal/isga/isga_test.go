@@ -1,0 +1,54 @@
+package isga
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/examples/nas/internal/is"
+	"github.com/goarmci/goarmci/examples/nas/internal/npb"
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+func runRanks(t *testing.T, n int, p is.Params) []is.Result {
+	t.Helper()
+	results := make([]is.Result, n)
+	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+		res, err := Run(ctx, rt, p, nil)
+		require.NoError(tb, err)
+		results[rt.Rank()] = res
+	})
+	return results
+}
+
+// Class S passes all 51 checks on 1, 2, 3, 4 and 5 ranks.
+func TestRunClassS(t *testing.T) {
+	p, _ := is.ParamsFor(npb.ClassS)
+	for _, n := range []int{1, 2, 3, 4, 5} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			for r, res := range runRanks(t, n, p) {
+				assert.Empty(t, res.Failures, "rank %d", r)
+				assert.Equal(t, is.Passes, res.Passed, "rank %d", r)
+				assert.True(t, res.Verified, "rank %d", r)
+			}
+		})
+	}
+}
+
+// A wrong rank table fails exactly the checks of that test key, once per iteration.
+func TestRunDetectsWrongRanks(t *testing.T) {
+	p, _ := is.ParamsFor(npb.ClassS)
+	p.TestRank[3]--
+	results := runRanks(t, 3, p)
+	failures := 0
+	for _, res := range results {
+		assert.False(t, res.Verified)
+		assert.Equal(t, is.Passes-is.MaxIterations, res.Passed)
+		failures += len(res.Failures)
+	}
+	assert.Equal(t, is.MaxIterations, failures)
+}
