@@ -1,0 +1,407 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// PeerInfo is what every rank reports about itself at start-up.
+type PeerInfo struct {
+	Rank   int
+	Host   string // host name
+	HostID string // node identity (host name + boot id); equal HostIDs share memory
+}
+
+// Client is one rank's connection to the job's rendezvous service, kept for the whole job
+// (the runtime uses AllGather for collective memory allocation). Collectives (AllGather,
+// Barrier) must be called by every rank in the same order, one at a time per Client; Put and
+// Get may be called concurrently. Close ends the rank's membership.
+type Client struct {
+	conn  net.Conn
+	info  Info
+	jobID string
+	addr  string
+	log   zerolog.Logger
+
+	wmu sync.Mutex // serializes frame writes
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan frame
+	broken  error // set when the connection or the job failed
+
+	collMu  sync.Mutex // one collective at a time
+	seq     uint64     // collectives entered
+	peers   []PeerInfo
+	started bool // first exchange done
+
+	readerDone chan struct{}
+	reading    bool // readLoop started
+
+	// Owned pieces started by Connect for this rank.
+	server       *Server
+	pmi          *pmiClient
+	closeTimeout time.Duration
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// Rank is this process's rank in [0, Size).
+func (c *Client) Rank() int { return c.info.Rank }
+
+// Size is the number of ranks in the job.
+func (c *Client) Size() int { return c.info.Size }
+
+// Info is the environment this client was connected from.
+func (c *Client) Info() Info { return c.info }
+
+// JobID is the job id agreed through the rendezvous: equal on every rank.
+func (c *Client) JobID() string { return c.jobID }
+
+// Addr is the rendezvous address this client is connected to.
+func (c *Client) Addr() string { return c.addr }
+
+// Peers returns every rank's PeerInfo, indexed by rank, as exchanged at Connect.
+func (c *Client) Peers() []PeerInfo { return slices.Clone(c.peers) }
+
+// LocalRanks returns the ranks sharing this rank's node (equal HostID), ascending, this rank
+// included.
+func (c *Client) LocalRanks() []int {
+	var out []int
+	me := c.peers[c.info.Rank].HostID
+	for _, p := range c.peers {
+		if p.HostID == me {
+			out = append(out, p.Rank)
+		}
+	}
+	return out
+}
+
+// SameNode reports whether rank shares this rank's node.
+func (c *Client) SameNode(rank int) bool {
+	return rank >= 0 && rank < len(c.peers) && c.peers[rank].HostID == c.peers[c.info.Rank].HostID
+}
+
+// AllGather is collective over all ranks: every rank contributes data (any length, up to
+// 256 MiB in total) and receives every contribution, indexed by rank (MPI_Allgather of
+// variable-size blobs). It waits until every rank has called it or ctx ends; on timeout the
+// error wraps ErrTimeout (ErrStartupTimeout during Connect) and ctx.Err() and names the ranks
+// that never arrived. After a failed collective the client is unusable for collectives (ranks
+// would disagree on the collective count). A lost rank gives ErrPeerLost.
+func (c *Client) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	seq := c.seq
+	c.seq++
+	id, ch := c.register()
+	defer c.unregister(id)
+	var e enc
+	e.u64(id)
+	e.u64(seq)
+	e.bytes(data)
+	if err := c.write(mGather, e.b); err != nil {
+		return nil, c.fail(err)
+	}
+	f, err := c.wait(ctx, ch)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = c.timeoutError(seq, ctx.Err())
+		}
+		return nil, c.fail(err)
+	}
+	d := dec{b: f.payload}
+	d.u64()
+	gotSeq, parts := d.u64(), d.list()
+	if err := d.done(); err != nil {
+		return nil, c.fail(err)
+	}
+	if gotSeq != seq || len(parts) != c.info.Size {
+		return nil, c.fail(fmt.Errorf("%w: collective #%d answered as #%d with %d parts", ErrProtocol, seq, gotSeq, len(parts)))
+	}
+	return parts, nil
+}
+
+// Barrier is collective: it returns once every rank has entered it (MPI_Barrier over the
+// rendezvous; the runtime's RDMA barriers of seed 001 are in rma). Errors as AllGather.
+func (c *Client) Barrier(ctx context.Context) error {
+	_, err := c.AllGather(ctx, nil)
+	return err
+}
+
+// Put stores value under key in the job's key-value space (visible to every rank; a later
+// Put replaces it), like PMI_KVS_Put + commit.
+func (c *Client) Put(ctx context.Context, key string, value []byte) error {
+	var e enc
+	_, err := c.call(ctx, mPut, func(id uint64) []byte {
+		e.u64(id)
+		e.str(key)
+		e.bytes(value)
+		return e.b
+	})
+	return err
+}
+
+// Get returns the value stored under key, waiting until some rank puts it or ctx ends
+// (error wrapping ErrTimeout and ctx.Err()).
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	var e enc
+	f, err := c.call(ctx, mGet, func(id uint64) []byte {
+		e.u64(id)
+		e.str(key)
+		return e.b
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: key %q was never put (%s): %w", ErrTimeout, key, c.info.Launcher, ctx.Err())
+		}
+		return nil, err
+	}
+	d := dec{b: f.payload}
+	d.u64()
+	v := d.bytes()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// call sends one request and waits for its answer (errors: the answer's mError, ctx).
+func (c *Client) call(ctx context.Context, typ byte, build func(id uint64) []byte) (frame, error) {
+	if err := c.err(); err != nil {
+		return frame{}, err
+	}
+	id, ch := c.register()
+	defer c.unregister(id)
+	if err := c.write(typ, build(id)); err != nil {
+		return frame{}, c.fail(err)
+	}
+	return c.wait(ctx, ch)
+}
+
+func (c *Client) register() (uint64, chan frame) {
+	ch := make(chan frame, 1)
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	return id, ch
+}
+
+func (c *Client) unregister(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+func (c *Client) wait(ctx context.Context, ch chan frame) (frame, error) {
+	select {
+	case f := <-ch:
+		if f.typ == mError {
+			return frame{}, decodeError(f.payload)
+		}
+		return f, nil
+	case <-c.readerDone:
+		// A reply may have arrived just before the reader stopped.
+		select {
+		case f := <-ch:
+			if f.typ == mError {
+				return frame{}, decodeError(f.payload)
+			}
+			return f, nil
+		default:
+		}
+		return frame{}, c.err()
+	case <-ctx.Done():
+		return frame{}, ctx.Err()
+	}
+}
+
+func (c *Client) write(typ byte, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return writeFrame(c.conn, typ, payload)
+}
+
+func (c *Client) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// fail marks the client broken with err (the first failure sticks) and returns it.
+func (c *Client) fail(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		c.broken = err
+	}
+	return err
+}
+
+// timeoutError asks the service which ranks have not entered collective seq and builds the
+// timeout error naming them.
+func (c *Client) timeoutError(seq uint64, cause error) error {
+	sentinel := ErrTimeout
+	if !c.started {
+		sentinel = ErrStartupTimeout
+	}
+	missing := "unknown (the rendezvous did not answer)"
+	qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var e enc
+	f, err := c.call(qctx, mStatus, func(id uint64) []byte {
+		e.u64(id)
+		e.u64(seq)
+		return e.b
+	})
+	if err == nil {
+		d := dec{b: f.payload}
+		d.u64()
+		d.u64()
+		rs := d.u32list()
+		if d.done() == nil {
+			missing = formatRanks(rs)
+		}
+	}
+	return fmt.Errorf("%w: launcher %s, rank %d of %d, rendezvous %s: collective #%d: ranks that never arrived: %s: %w",
+		sentinel, c.info.Launcher, c.info.Rank, c.info.Size, c.addr, seq, missing, cause)
+}
+
+// formatRanks prints ranks compactly: "3", "0-2,5".
+func formatRanks(rs []uint32) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	s := ""
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if s != "" {
+			s += ","
+		}
+		if j > i {
+			s += fmt.Sprintf("%d-%d", rs[i], rs[j])
+		} else {
+			s += fmt.Sprintf("%d", rs[i])
+		}
+		i = j + 1
+	}
+	return s
+}
+
+func decodeError(p []byte) error {
+	d := dec{b: p}
+	d.u64()
+	kind, msg := d.u8(), d.str()
+	if err := d.done(); err != nil {
+		return err
+	}
+	switch kind {
+	case ekLost:
+		return fmt.Errorf("%w: %s", ErrPeerLost, msg)
+	case ekRefused:
+		return fmt.Errorf("%w: %s", ErrRefused, msg)
+	default:
+		return fmt.Errorf("%w: rendezvous says: %s", ErrProtocol, msg)
+	}
+}
+
+// readLoop delivers answers to their waiters until the connection ends.
+func (c *Client) readLoop() {
+	defer close(c.readerDone)
+	for {
+		f, err := readFrame(c.conn)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				err = ErrClosed
+			}
+			c.fail(fmt.Errorf("bootstrap: rendezvous connection: %w", err))
+			return
+		}
+		if len(f.payload) < 8 {
+			c.fail(fmt.Errorf("%w: message type %d without request id", ErrProtocol, f.typ))
+			c.conn.Close()
+			return
+		}
+		id := uint64(f.payload[0])<<56 | uint64(f.payload[1])<<48 | uint64(f.payload[2])<<40 | uint64(f.payload[3])<<32 |
+			uint64(f.payload[4])<<24 | uint64(f.payload[5])<<16 | uint64(f.payload[6])<<8 | uint64(f.payload[7])
+		if f.typ == mError && id == 0 {
+			// The job failed: every waiter gets the error.
+			c.fail(decodeError(f.payload))
+			c.mu.Lock()
+			for _, ch := range c.pending {
+				select {
+				case ch <- f:
+				default:
+				}
+			}
+			c.mu.Unlock()
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[id]
+		c.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- f:
+			default:
+			}
+		}
+	}
+}
+
+// Close says goodbye to the rendezvous and closes the connection. When this rank hosts the
+// service (rank 0 under Slurm, PMI or a given GOARMCI_RDV), Close first waits until every
+// rank has left (bounded by the close timeout, default 60 s), then stops it. The PMI-1
+// connection, if any, is finalized. Idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		if c.err() == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), c.closeTimeout)
+			var e enc
+			_, err := c.call(ctx, mBye, func(id uint64) []byte { e.u64(id); return e.b })
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bootstrap: goodbye: %w", err))
+			}
+		}
+		c.fail(ErrClosed)
+		errs = append(errs, ignoreClosed(c.conn.Close()))
+		<-c.readerDone
+		if c.server != nil {
+			select {
+			case <-c.server.Done():
+			case <-time.After(c.closeTimeout):
+				c.log.Warn().Msg("rendezvous: closing before every rank left")
+			}
+			errs = append(errs, c.server.Close())
+		}
+		if c.pmi != nil {
+			errs = append(errs, c.pmi.finalize(c.closeTimeout), c.pmi.close())
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,313 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// pmiRDVKey is the PMI key under which rank 0 publishes the rendezvous address.
+const pmiRDVKey = "goarmci-rdv"
+
+// Option configures Connect.
+type Option func(*connectOptions)
+
+type connectOptions struct {
+	log          zerolog.Logger
+	closeTimeout time.Duration
+	listen       string
+}
+
+// WithLogger sets the logger of the client (and of the service when this rank hosts it).
+func WithLogger(l zerolog.Logger) Option { return func(o *connectOptions) { o.log = l } }
+
+// WithCloseTimeout bounds Close's waits (goodbye, other ranks leaving a service this rank
+// hosts, PMI finalize); default 60 s.
+func WithCloseTimeout(d time.Duration) Option { return func(o *connectOptions) { o.closeTimeout = d } }
+
+// WithListenAddr sets where a service hosted by this rank listens (default ":port" of the
+// rendezvous address, ":0" under PMI, loopback for a single process).
+func WithListenAddr(a string) Option { return func(o *connectOptions) { o.listen = a } }
+
+// Connect joins the job's rendezvous service and performs the first exchange (every rank's
+// PeerInfo, see Peers), so it returns once every rank has arrived. Every wait ends with ctx:
+// give it the start-up deadline (config GOARMCI_STARTUP_TIMEOUT). Where the service is:
+//
+//   - GOARMCI_RDV given: there. Launched by goarmci run, the launcher hosts it; with another
+//     launcher, rank 0 hosts it on that address's port.
+//   - PMI-1 available (MPICH/Hydra mpiexec, srun --mpi=pmi2): rank 0 hosts it on an ephemeral
+//     port and publishes host:port under "goarmci-rdv" in the PMI key-value space; the others
+//     read it after a PMI barrier.
+//   - Slurm: rank 0 hosts it on the first host of SLURM_STEP_NODELIST, at a port derived from
+//     the job and step ids.
+//   - Open MPI without GOARMCI_RDV: error wrapping ErrBadEnv (mpirun has no key-value service
+//     reachable without MPI; pass -x GOARMCI_RDV=host-of-rank-0:port).
+//   - a single process: rank 0 hosts it on loopback.
+//
+// A service this rank hosts is owned by the Client and stopped by Close after every rank has
+// left. Errors: ErrBadEnv, ErrStartupTimeout (naming the launcher and the ranks that never
+// arrived; also wraps ctx.Err()), ErrRefused, ErrPeerLost, ErrPMI.
+func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err error) {
+	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	if info.Size < 1 || info.Rank < 0 || info.Rank >= info.Size {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadEnv, info.Rank, info.Size)
+	}
+	c := &Client{info: info, log: o.log, closeTimeout: o.closeTimeout, pending: map[uint64]chan frame{},
+		readerDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			c.abort()
+		}
+	}()
+
+	addr, host, err := c.locate(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	c.addr = addr
+	if !host && info.Launcher == LauncherPMI && c.pmi == nil {
+		// unreachable: locate dials PMI for every PMI rank
+		return nil, fmt.Errorf("%w: PMI not connected", ErrPMI)
+	}
+	conn, err := dialRetry(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: rendezvous %s never answered (its host: %s): %w", ErrStartupTimeout, info,
+			addr, rdvHostDesc(info), err)
+	}
+	c.conn = conn
+
+	// Hello / Welcome under ctx.
+	stop := deadlineFromContext(ctx, conn)
+	var e enc
+	e.u32(uint32(info.Rank))
+	e.u32(uint32(info.Size))
+	e.str(info.JobID)
+	err = writeFrame(conn, mHello, e.b)
+	var f frame
+	if err == nil {
+		f, err = readFrame(conn)
+	}
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s: %w", ErrStartupTimeout, info, addr, ctx.Err())
+		}
+		return nil, fmt.Errorf("bootstrap: hello to rendezvous %s: %w", addr, err)
+	}
+	switch f.typ {
+	case mWelcome:
+		d := dec{b: f.payload}
+		c.jobID = d.str()
+		if err := d.done(); err != nil {
+			return nil, err
+		}
+	case mError:
+		return nil, decodeError(f.payload)
+	default:
+		return nil, fmt.Errorf("%w: answer %d to hello", ErrProtocol, f.typ)
+	}
+	c.reading = true
+	go c.readLoop()
+
+	// First exchange: who is where.
+	var pe enc
+	pe.str(info.Host)
+	pe.str(info.HostID)
+	parts, err := c.AllGather(ctx, pe.b)
+	if err != nil {
+		return nil, err
+	}
+	c.peers = make([]PeerInfo, info.Size)
+	for r, p := range parts {
+		d := dec{b: p}
+		c.peers[r] = PeerInfo{Rank: r, Host: d.str(), HostID: d.str()}
+		if err := d.done(); err != nil {
+			return nil, fmt.Errorf("bootstrap: peer info of rank %d: %w", r, err)
+		}
+	}
+	c.started = true
+	o.log.Debug().Str("rdv", addr).Str("job", c.jobID).Int("local", len(c.LocalRanks())).Msg("bootstrap: joined")
+	return c, nil
+}
+
+// abort releases what a failed Connect started.
+func (c *Client) abort() {
+	if c.conn != nil {
+		c.fail(ErrClosed)
+		c.conn.Close()
+		if c.reading {
+			<-c.readerDone
+		}
+	}
+	if c.server != nil {
+		c.server.Close()
+	}
+	if c.pmi != nil {
+		c.pmi.close()
+	}
+}
+
+// locate finds the rendezvous address, starting the service when this rank hosts it.
+func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, hosted bool, err error) {
+	info := c.info
+	switch {
+	case info.Launcher == LauncherGoarmci && info.RDV != "":
+		return info.RDV, false, nil
+	case info.RDV != "":
+		if info.Rank == 0 {
+			_, port, _ := net.SplitHostPort(info.RDV)
+			if err := c.host(o, ":"+port); err != nil {
+				return "", false, err
+			}
+			return dialable(info.RDV, c.server.Addr()), true, nil
+		}
+		return info.RDV, false, nil
+	case info.Size == 1:
+		if err := c.host(o, "127.0.0.1:0"); err != nil {
+			return "", false, err
+		}
+		return c.server.Addr().String(), true, nil
+	case info.PMI != nil:
+		p, err := dialPMI(ctx, info.PMI)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", false, fmt.Errorf("%w: %s: PMI server: %w", ErrStartupTimeout, info, err)
+			}
+			return "", false, fmt.Errorf("bootstrap: %s: %w", info, err)
+		}
+		c.pmi = p
+		if info.Rank == 0 {
+			if err := c.host(o, ":0"); err != nil {
+				return "", false, err
+			}
+			_, port, _ := net.SplitHostPort(c.server.Addr().String())
+			addr = net.JoinHostPort(advertiseHost(), port)
+			if err := p.put(ctx, pmiRDVKey, addr); err != nil {
+				return "", false, err
+			}
+		}
+		if err := p.barrier(ctx); err != nil {
+			if ctx.Err() != nil {
+				return "", false, fmt.Errorf("%w: %s: PMI barrier before the rendezvous: %w", ErrStartupTimeout, info, err)
+			}
+			return "", false, err
+		}
+		if info.Rank == 0 {
+			return dialable(addr, c.server.Addr()), true, nil
+		}
+		addr, err = p.get(ctx, pmiRDVKey)
+		if err != nil {
+			return "", false, err
+		}
+		if err := checkAddr(addr); err != nil {
+			return "", false, fmt.Errorf("%w: PMI %s=%q: %v", ErrProtocol, pmiRDVKey, addr, err)
+		}
+		return addr, false, nil
+	case info.Launcher == LauncherSlurm:
+		if info.Nodelist == "" {
+			return "", false, fmt.Errorf("%w: Slurm without SLURM_STEP_NODELIST: set GOARMCI_RDV=host:port", ErrBadEnv)
+		}
+		hosts, err := ExpandHostlist(info.Nodelist)
+		if err != nil {
+			return "", false, err
+		}
+		port := strconv.Itoa(slurmPort(info.JobID))
+		if info.Rank == 0 {
+			if err := c.host(o, ":"+port); err != nil {
+				return "", false, fmt.Errorf("%w (set GOARMCI_RDV=host:port to choose another port)", err)
+			}
+			return dialable(net.JoinHostPort(hosts[0], port), c.server.Addr()), true, nil
+		}
+		return net.JoinHostPort(hosts[0], port), false, nil
+	case info.Launcher == LauncherOpenMPI:
+		return "", false, fmt.Errorf("%w: Open MPI's mpirun offers no key-value service to goarmci: "+
+			"set GOARMCI_RDV=host:port, host = the node of rank 0, port free (mpirun -x GOARMCI_RDV=node01:29500 ...)", ErrBadEnv)
+	case info.Launcher == LauncherGoarmci:
+		return "", false, fmt.Errorf("%w: GOARMCI_RANK without GOARMCI_RDV", ErrBadEnv)
+	}
+	return "", false, fmt.Errorf("%w: %s: no way to find the rendezvous: set GOARMCI_RDV=host:port", ErrBadEnv, info)
+}
+
+// host starts the service this rank owns, listening on listen (or the WithListenAddr one).
+func (c *Client) host(o *connectOptions, listen string) error {
+	if o.listen != "" {
+		listen = o.listen
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %s: hosting the rendezvous on %s: %w", c.info, listen, err)
+	}
+	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	c.server = s
+	return nil
+}
+
+// dialable is the address rank 0 dials to reach its own service: loopback at the bound port
+// (the advertised host name may not resolve locally); advertised is what the others dial.
+func dialable(advertised string, bound net.Addr) string {
+	_ = advertised
+	_, port, _ := net.SplitHostPort(bound.String())
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+func rdvHostDesc(info Info) string {
+	switch {
+	case info.Launcher == LauncherGoarmci:
+		return "goarmci run"
+	default:
+		return "rank 0"
+	}
+}
+
+// dialRetry dials addr until it answers or ctx ends (the service may not be up yet).
+func dialRetry(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetNoDelay(true)
+			}
+			return conn, nil
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// advertiseHost picks the address other nodes reach this host at: the first global unicast
+// IPv4 address of an up, non-loopback interface, else the host name, else 127.0.0.1.
+func advertiseHost() string {
+	ifs, _ := net.Interfaces()
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}

@@ -1,0 +1,27 @@
+package bootstrap
+
+import "errors"
+
+var (
+	// ErrBadEnv: the launcher's environment is missing a value, does not parse, or is
+	// inconsistent (rank outside [0, size), ...). The message names the variable.
+	ErrBadEnv = errors.New("bootstrap: bad launcher environment")
+	// ErrStartupTimeout: a wait at start-up (reaching the rendezvous, the first exchange) hit
+	// its deadline. The message names the launcher detected and the ranks that never arrived.
+	ErrStartupTimeout = errors.New("bootstrap: start-up timeout")
+	// ErrTimeout: a collective or key-value wait after start-up hit its deadline; the message
+	// names the ranks that never arrived.
+	ErrTimeout = errors.New("bootstrap: timeout")
+	// ErrProtocol: a malformed or unexpected message on the rendezvous or PMI connection.
+	ErrProtocol = errors.New("bootstrap: protocol error")
+	// ErrRefused: the rendezvous service refused this rank (duplicate rank, size mismatch,
+	// job failed).
+	ErrRefused = errors.New("bootstrap: refused by rendezvous")
+	// ErrPeerLost: a rank's connection to the rendezvous ended before it said goodbye; every
+	// later collective fails.
+	ErrPeerLost = errors.New("bootstrap: rank lost")
+	// ErrClosed: the client or server was closed.
+	ErrClosed = errors.New("bootstrap: closed")
+	// ErrPMI: the PMI-1 server answered with an error.
+	ErrPMI = errors.New("bootstrap: PMI error")
+)

@@ -1,0 +1,438 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Server is the rendezvous service of one job of Size ranks: a key-value store and
+// collectives (AllGather, Barrier) over all ranks, on a TCP listener. Ranks join with Connect.
+// It is the role of the PMI server of MPI launchers.
+//
+// When a rank's connection ends before it said goodbye, the job is failed: pending and later
+// collectives of every rank return ErrPeerLost naming the rank.
+type Server struct {
+	ln    net.Listener
+	size  int
+	jobID string
+	log   zerolog.Logger
+
+	mu      sync.Mutex
+	conns   map[*sconn]struct{}
+	ranks   []*sconn // by rank, nil until joined
+	joined  int
+	left    int
+	hasLeft []bool
+	entered []uint64 // by rank: collectives entered so far
+	gathers map[uint64]*gatherState
+	kv      map[string][]byte
+	getters map[string][]getter
+	failed  error
+
+	done     chan struct{} // closed when every rank joined and left
+	closed   chan struct{}
+	closeErr error
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+type sconn struct {
+	c    net.Conn
+	rank int // -1 before hello
+	wmu  sync.Mutex
+	bye  bool
+}
+
+type gatherState struct {
+	parts [][]byte
+	ids   []uint64
+	have  []bool
+	n     int
+}
+
+type getter struct {
+	sc *sconn
+	id uint64
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithJobID sets the job id the server hands to every rank (Client.JobID); default: random.
+func WithJobID(id string) ServerOption { return func(s *Server) { s.jobID = id } }
+
+// WithServerLogger sets the server's logger (default: none).
+func WithServerLogger(l zerolog.Logger) ServerOption { return func(s *Server) { s.log = l } }
+
+// helloTimeout bounds how long a new connection may take to say who it is.
+const helloTimeout = 30 * time.Second
+
+// writeTimeout bounds one write to a rank; a rank that does not read is dropped.
+const writeTimeout = 30 * time.Second
+
+// NewServer starts serving ln for a job of size ranks (size ≥ 1). The server owns ln and its
+// goroutines; Close stops them. Errors: size < 1.
+func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error) {
+	if size < 1 {
+		return nil, fmt.Errorf("%w: rendezvous size %d < 1", ErrBadEnv, size)
+	}
+	s := &Server{
+		ln: ln, size: size, log: zerolog.Nop(),
+		conns: map[*sconn]struct{}{}, ranks: make([]*sconn, size), hasLeft: make([]bool, size), entered: make([]uint64, size),
+		gathers: map[uint64]*gatherState{}, kv: map[string][]byte{}, getters: map[string][]getter{},
+		done: make(chan struct{}), closed: make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.jobID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.jobID = hex.EncodeToString(b[:])
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Serve runs a rendezvous service on ln for size ranks until every rank has joined and left
+// (nil), ctx ends (ctx.Err()) or the job fails (ErrPeerLost).
+func Serve(ctx context.Context, ln net.Listener, size int, opts ...ServerOption) error {
+	s, err := NewServer(ln, size, opts...)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer s.Close()
+	select {
+	case <-s.Done():
+		return s.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// JobID is the job id handed to the ranks.
+func (s *Server) JobID() string { return s.jobID }
+
+// Done is closed when every rank has joined and then left (said goodbye or was lost).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is the job's failure (wrapping ErrPeerLost), or nil.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// Missing returns the ranks that have not contributed to collective number seq (counted from
+// 0 in call order) — the ranks a waiting rank is waiting for.
+func (s *Server) Missing(seq uint64) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.missingLocked(seq)
+}
+
+func (s *Server) missingLocked(seq uint64) []int {
+	var out []int
+	for r, n := range s.entered {
+		if n <= seq {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Close stops the service: closes the listener and every connection and waits for the
+// server's goroutines. Idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		close(s.closed)
+		s.closeErr = s.ln.Close()
+		s.mu.Lock()
+		for sc := range s.conns {
+			sc.c.Close()
+		}
+		s.mu.Unlock()
+	})
+	s.wg.Wait()
+	if errors.Is(s.closeErr, net.ErrClosed) {
+		return nil
+	}
+	return s.closeErr
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn().Err(err).Msg("rendezvous accept")
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		sc := &sconn{c: c, rank: -1}
+		s.mu.Lock()
+		select {
+		case <-s.closed:
+			s.mu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		s.conns[sc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(sc)
+	}
+}
+
+// out is a message to send after the server lock is released.
+type out struct {
+	sc      *sconn
+	typ     byte
+	payload []byte
+}
+
+func (s *Server) send(msgs []out) {
+	for _, m := range msgs {
+		m.sc.wmu.Lock()
+		_ = m.sc.c.SetWriteDeadline(time.Now().Add(writeTimeout))
+		err := writeFrame(m.sc.c, m.typ, m.payload)
+		m.sc.wmu.Unlock()
+		if err != nil {
+			m.sc.c.Close() // its reader ends and reports the loss
+		}
+	}
+}
+
+func errorMsg(sc *sconn, id uint64, kind byte, msg string) out {
+	var e enc
+	e.u64(id)
+	e.u8(kind)
+	e.str(msg)
+	return out{sc, mError, e.b}
+}
+
+func (s *Server) serveConn(sc *sconn) {
+	defer s.wg.Done()
+	defer sc.c.Close()
+	_ = sc.c.SetReadDeadline(time.Now().Add(helloTimeout))
+	for {
+		f, err := readFrame(sc.c)
+		if err != nil {
+			if errors.Is(err, ErrProtocol) {
+				s.send([]out{errorMsg(sc, 0, ekProtocol, err.Error())})
+			}
+			s.dropped(sc, err)
+			return
+		}
+		msgs, stop := s.handle(sc, f)
+		s.send(msgs)
+		if stop {
+			s.dropped(sc, nil)
+			return
+		}
+	}
+}
+
+// handle processes one frame from sc; stop closes the connection.
+func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
+	d := dec{b: f.payload}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc.rank < 0 && f.typ != mHello {
+		return []out{errorMsg(sc, 0, ekProtocol, fmt.Sprintf("message type %d before hello", f.typ))}, true
+	}
+	switch f.typ {
+	case mHello:
+		rank, size, _ := int(d.u32()), int(d.u32()), d.str()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		switch {
+		case sc.rank >= 0:
+			return []out{errorMsg(sc, 0, ekProtocol, "second hello")}, true
+		case s.failed != nil:
+			return []out{errorMsg(sc, 0, ekLost, s.failed.Error())}, true
+		case size != s.size:
+			return []out{errorMsg(sc, 0, ekRefused, fmt.Sprintf("rank %d says the job has %d ranks, the rendezvous serves %d", rank, size, s.size))}, true
+		case rank < 0 || rank >= s.size:
+			return []out{errorMsg(sc, 0, ekRefused, fmt.Sprintf("rank %d outside [0, %d)", rank, s.size))}, true
+		case s.ranks[rank] != nil || s.hasLeft[rank]:
+			return []out{errorMsg(sc, 0, ekRefused, fmt.Sprintf("rank %d joined twice", rank))}, true
+		}
+		sc.rank = rank
+		s.ranks[rank] = sc
+		s.joined++
+		_ = sc.c.SetReadDeadline(time.Time{})
+		var e enc
+		e.str(s.jobID)
+		s.log.Debug().Int("peer", rank).Int("joined", s.joined).Msg("rendezvous: rank joined")
+		return []out{{sc, mWelcome, e.b}}, false
+
+	case mGather:
+		id, seq, data := d.u64(), d.u64(), d.bytes()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		if s.failed != nil {
+			return []out{errorMsg(sc, id, ekLost, s.failed.Error())}, false
+		}
+		if seq != s.entered[sc.rank] {
+			return []out{errorMsg(sc, id, ekProtocol, fmt.Sprintf("rank %d entered collective #%d, expected #%d", sc.rank, seq, s.entered[sc.rank]))}, true
+		}
+		s.entered[sc.rank]++
+		g := s.gathers[seq]
+		if g == nil {
+			g = &gatherState{parts: make([][]byte, s.size), ids: make([]uint64, s.size), have: make([]bool, s.size)}
+			s.gathers[seq] = g
+		}
+		if g.have[sc.rank] {
+			return []out{errorMsg(sc, id, ekProtocol, fmt.Sprintf("rank %d entered collective #%d twice", sc.rank, seq))}, true
+		}
+		g.parts[sc.rank], g.ids[sc.rank], g.have[sc.rank] = data, id, true
+		g.n++
+		if g.n < s.size {
+			return nil, false
+		}
+		delete(s.gathers, seq)
+		var body enc
+		body.list(g.parts)
+		for r := range s.size {
+			var e enc
+			e.u64(g.ids[r])
+			e.u64(seq)
+			e.b = append(e.b, body.b...)
+			if s.ranks[r] != nil {
+				msgs = append(msgs, out{s.ranks[r], mGatherResult, e.b})
+			}
+		}
+		return msgs, false
+
+	case mPut:
+		id, key, val := d.u64(), d.str(), d.bytes()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		s.kv[key] = val
+		var e enc
+		e.u64(id)
+		msgs = append(msgs, out{sc, mPutAck, e.b})
+		for _, g := range s.getters[key] {
+			var v enc
+			v.u64(g.id)
+			v.bytes(val)
+			msgs = append(msgs, out{g.sc, mValue, v.b})
+		}
+		delete(s.getters, key)
+		return msgs, false
+
+	case mGet:
+		id, key := d.u64(), d.str()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		if val, ok := s.kv[key]; ok {
+			var e enc
+			e.u64(id)
+			e.bytes(val)
+			return []out{{sc, mValue, e.b}}, false
+		}
+		s.getters[key] = append(s.getters[key], getter{sc, id})
+		return nil, false
+
+	case mStatus:
+		id, seq := d.u64(), d.u64()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		var e enc
+		e.u64(id)
+		e.u64(seq)
+		missing := s.missingLocked(seq)
+		e.u32(uint32(len(missing)))
+		for _, r := range missing {
+			e.u32(uint32(r))
+		}
+		return []out{{sc, mStatusReply, e.b}}, false
+
+	case mBye:
+		id := d.u64()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
+		}
+		sc.bye = true
+		var e enc
+		e.u64(id)
+		return []out{{sc, mByeAck, e.b}}, false
+	}
+	return []out{errorMsg(sc, 0, ekProtocol, fmt.Sprintf("unexpected message type %d", f.typ))}, true
+}
+
+// dropped records the end of sc's connection; a joined rank that did not say goodbye fails
+// the job.
+func (s *Server) dropped(sc *sconn, cause error) {
+	var msgs []out
+	s.mu.Lock()
+	delete(s.conns, sc)
+	for key, gs := range s.getters {
+		kept := gs[:0]
+		for _, g := range gs {
+			if g.sc != sc {
+				kept = append(kept, g)
+			}
+		}
+		s.getters[key] = kept
+	}
+	if sc.rank >= 0 && s.ranks[sc.rank] == sc {
+		r := sc.rank
+		s.ranks[r] = nil
+		s.hasLeft[r] = true
+		s.left++
+		if !sc.bye && s.failed == nil {
+			select {
+			case <-s.closed:
+			default:
+				s.failed = fmt.Errorf("%w: rank %d left the rendezvous without goodbye", ErrPeerLost, r)
+				if cause != nil {
+					s.failed = fmt.Errorf("%w (%v)", s.failed, cause)
+				}
+				s.log.Warn().Int("peer", r).Err(cause).Msg("rendezvous: rank lost")
+				for _, o := range s.ranks {
+					if o != nil {
+						msgs = append(msgs, errorMsg(o, 0, ekLost, s.failed.Error()))
+					}
+				}
+			}
+		}
+		if s.left == s.size {
+			close(s.done)
+		}
+	}
+	s.mu.Unlock()
+	s.send(msgs)
+}
