@@ -396,6 +396,15 @@ func (t *Dist) Region(lo, hi []int, c *Cursor) error {
 	return nil
 }
 
+// Count is the number of blocks the patch touches (valid after Region).
+func (c *Cursor) Count() int {
+	k := 1
+	for d := 0; d < c.n; d++ {
+		k *= c.last[d] - c.first[d] + 1
+	}
+	return k
+}
+
 // Next moves to the next block and reports whether there is one.
 func (c *Cursor) Next() bool {
 	if c.t == nil || c.done {

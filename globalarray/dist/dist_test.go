@@ -421,9 +421,10 @@ func TestDescribeRandom(t *testing.T) {
 		}
 		var s Strided
 		var c Cursor
-		touched := 0
+		touched, visited := 0, 0
 		require.NoError(t, d.Region(lo, hi, &c))
 		for c.Next() {
+			visited++
 			Describe(c.BlockLo(), c.BlockHi(), c.Lo(), c.Hi(), lo, st[:n], es, &s)
 			require.LessOrEqual(t, s.Levels, n-1)
 			require.LessOrEqual(t, s.RemoteOff+s.RemoteExtent(), len(blocks[c.Rank]))
@@ -465,6 +466,7 @@ func TestDescribeRandom(t *testing.T) {
 			}
 		}
 		require.Equal(t, inPatch*es, touched)
+		require.Equal(t, c.Count(), visited)
 	}
 }
 

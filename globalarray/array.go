@@ -1,0 +1,263 @@
+package globalarray
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+
+	"github.com/goarmci/goarmci/globalarray/dist"
+	"github.com/goarmci/goarmci/rma"
+)
+
+// Block is one owner's part of a patch, as NGA_Locate_region reports it: the rank and the
+// inclusive sub-patch [Lo, Hi] it holds.
+type Block = dist.Block
+
+// Array is a global array of T: an N-d array distributed in blocks over the ranks of a runtime
+// (a GA handle, g_a). Its methods may be called from several goroutines of one rank; the
+// collective ones (Create, Destroy, Duplicate, Fill, Zero, Scale, Copy, Dot, Add, Sync) must be
+// called by every rank in the same order.
+type Array[T Elem] struct {
+	rt    *rma.Runtime
+	name  string
+	d     *dist.Dist
+	seg   *rma.Segment
+	typ   rma.AccType
+	es    int // element size, bytes
+	me    int
+	local []T   // this rank's block, row-major (a view of seg.Local())
+	lo    []int // this rank's block bounds (0 / -1 when it owns nothing)
+	hi    []int
+	ld    []int // leading dimensions of the local block, len ndim-1
+
+	destroyed atomic.Bool
+	accessed  atomic.Int32 // outstanding Access without Release
+}
+
+// Option configures Create.
+type Option func(*options)
+
+type options struct {
+	chunk []int
+	irreg [][]int
+}
+
+// Chunk asks for blocks of at least chunk[d] elements along dimension d (NGA_Create's chunk
+// array; chunk[d] <= 0 means no preference, GA's -1). One entry per dimension.
+func Chunk(chunk ...int) Option {
+	c := append([]int(nil), chunk...)
+	return func(o *options) { o.chunk = c }
+}
+
+// Irregular distributes the array by the given block start indices per dimension, as
+// NGA_Create_irreg's map and nblock split by dimension: starts[d] lists the first index of each
+// block along d (starting at 0, strictly increasing). Blocks are numbered row-major and block k
+// belongs to rank k; the number of blocks may not exceed the number of ranks.
+func Irregular(starts [][]int) Option {
+	m := make([][]int, len(starts))
+	for d, s := range starts {
+		m[d] = append([]int(nil), s...)
+	}
+	return func(o *options) { o.irreg = m }
+}
+
+// Create creates a global array of T with the given extents, zero-filled, distributed over all
+// ranks of rt (NGA_Create, NGA_Create_irreg with the Irregular option). Collective: every rank
+// calls it with the same dims and options. Without options the distribution is GA's regular
+// block distribution over the default process grid (dist.Regular).
+//
+// Errors: ErrShape (no or more than dist.MaxDims dimensions, a non-positive extent, a chunk of
+// the wrong length), dist.ErrMap (a malformed irregular map, more blocks than ranks),
+// ErrMismatch (ranks passed different arguments; every rank then fails), rma errors from
+// ARMCI_Malloc.
+func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []int, opts ...Option) (*Array[T], error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	typ := accTypeOf[T]()
+	var d *dist.Dist
+	var err error
+	if o.irreg != nil {
+		if o.chunk != nil {
+			err = fmt.Errorf("%w: Chunk and Irregular together", dist.ErrMap)
+		} else {
+			d, err = dist.Irregular(dims, rt.Size(), o.irreg)
+		}
+	} else {
+		d, err = dist.Regular(dims, rt.Size(), o.chunk)
+	}
+	// Agree on the arguments before allocating, so no rank is left alone in ARMCI_Malloc.
+	h := argHash(typ, dims, d)
+	if aerr := agree(ctx, rt, h, err != nil); err == nil && aerr != nil {
+		err = aerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
+	}
+	return create[T](ctx, rt, name, d, typ)
+}
+
+// create allocates an array over a validated distribution (collective).
+func create[T Elem](ctx context.Context, rt *rma.Runtime, name string, d *dist.Dist, typ rma.AccType) (*Array[T], error) {
+	me := rt.Rank()
+	a := &Array[T]{rt: rt, name: name, d: d, typ: typ, es: typ.Size(), me: me}
+	a.lo, a.hi = d.Block(me)
+	n := d.NDim()
+	a.ld = make([]int, n-1)
+	for k := 1; k < n; k++ {
+		a.ld[k-1] = max(a.hi[k]-a.lo[k]+1, 0)
+	}
+	seg, err := rt.Malloc(ctx, d.BlockElems(me)*a.es)
+	if err != nil {
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
+	}
+	a.seg = seg
+	a.local = fromBytes[T](seg.Local())
+	return a, nil
+}
+
+// argHash digests what every rank must agree on at Create.
+func argHash(typ rma.AccType, dims []int, d *dist.Dist) int64 {
+	f := fnv.New64a()
+	var b [8]byte
+	put := func(v int) {
+		binary.LittleEndian.PutUint64(b[:], uint64(v))
+		f.Write(b[:])
+	}
+	put(int(typ))
+	put(len(dims))
+	for _, v := range dims {
+		put(v)
+	}
+	if d != nil {
+		for _, s := range d.Map() {
+			put(-1)
+			for _, v := range s {
+				put(v)
+			}
+		}
+	}
+	return int64(f.Sum64() >> 2)
+}
+
+// agree is a collective check that every rank passed the same arguments (equal h) and none
+// rejected them locally (bad).
+func agree(ctx context.Context, rt *rma.Runtime, h int64, bad bool) error {
+	v := []int64{h, -h, 0}
+	if bad {
+		v[2] = 1
+	}
+	if err := rt.AllReduce(ctx, rma.AccInt64, rma.ReduceMax, asBytes(v)); err != nil {
+		return err
+	}
+	if v[0] != h || -v[1] != h {
+		return fmt.Errorf("%w: different arguments on different ranks", ErrMismatch)
+	}
+	if v[2] != 0 {
+		return fmt.Errorf("%w: another rank rejected the arguments", ErrMismatch)
+	}
+	return nil
+}
+
+// Duplicate creates a new array with the same shape, element type and distribution as a,
+// zero-filled (GA_Duplicate). Collective.
+//
+// Errors: ErrDestroyed; rma errors from ARMCI_Malloc.
+func (a *Array[T]) Duplicate(ctx context.Context, name string) (*Array[T], error) {
+	if a.destroyed.Load() {
+		return nil, fmt.Errorf("ga: GA_Duplicate %q: %w", a.name, ErrDestroyed)
+	}
+	return create[T](ctx, a.rt, name, a.d, a.typ)
+}
+
+// Destroy frees the array on every rank (GA_Destroy). Collective: it completes this rank's
+// outstanding operations and synchronizes, so no rank still accesses the array.
+//
+// Errors: ErrDestroyed if already destroyed; rma errors from ARMCI_Free.
+func (a *Array[T]) Destroy(ctx context.Context) error {
+	if !a.destroyed.CompareAndSwap(false, true) {
+		return fmt.Errorf("ga: GA_Destroy %q: %w", a.name, ErrDestroyed)
+	}
+	if err := a.seg.Free(ctx); err != nil {
+		return fmt.Errorf("ga: GA_Destroy %q: %w", a.name, err)
+	}
+	return nil
+}
+
+// Name is the array's name (GA_Inquire_name).
+func (a *Array[T]) Name() string { return a.name }
+
+// Dims returns a copy of the extents (NGA_Inquire's dims).
+func (a *Array[T]) Dims() []int { return a.d.Dims() }
+
+// NDim is the number of dimensions (GA_Ndim).
+func (a *Array[T]) NDim() int { return a.d.NDim() }
+
+// Runtime is the rma runtime the array lives on.
+func (a *Array[T]) Runtime() *rma.Runtime { return a.rt }
+
+// Dist is the array's distribution (immutable; see package dist).
+func (a *Array[T]) Dist() *dist.Dist { return a.d }
+
+// Distribution returns the inclusive bounds of rank's block (NGA_Distribution); a rank that
+// owns nothing gets lo all 0 and hi all -1, as in GA.
+func (a *Array[T]) Distribution(rank int) (lo, hi []int) { return a.d.Block(rank) }
+
+// Locate returns the rank that owns the element at subscript (NGA_Locate).
+//
+// Errors: ErrShape (wrong number of subscripts), ErrOutOfBounds.
+func (a *Array[T]) Locate(subscript []int) (int, error) {
+	r, err := a.d.Locate(subscript)
+	if err != nil {
+		return -1, fmt.Errorf("ga: NGA_Locate %q: %w", a.name, err)
+	}
+	return r, nil
+}
+
+// LocateRegion returns the blocks the patch [lo, hi] touches, each as the owner and the part of
+// the patch it holds, in row-major block order (NGA_Locate_region).
+//
+// Errors: ErrShape, ErrOutOfBounds.
+func (a *Array[T]) LocateRegion(lo, hi []int) ([]Block, error) {
+	b, err := a.d.LocateRegion(lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("ga: NGA_Locate_region %q: %w", a.name, err)
+	}
+	return b, nil
+}
+
+// Access returns this rank's block in place, without copying (NGA_Access on the bounds from
+// NGA_Distribution): data holds the block row-major with leading dimensions ld (len ndim-1),
+// so element (i0, ..., in-1) of the block, relative to its lo, is data[(i0·ld[0] + i1)·ld[1]
+// + ...]. A rank that owns nothing gets an empty slice. Writes to data are seen by other ranks
+// after a Sync; call Release when done.
+//
+// Errors: ErrDestroyed.
+func (a *Array[T]) Access() (data []T, ld []int, err error) {
+	if a.destroyed.Load() {
+		return nil, nil, fmt.Errorf("ga: NGA_Access %q: %w", a.name, ErrDestroyed)
+	}
+	a.accessed.Add(1)
+	return a.local, append([]int(nil), a.ld...), nil
+}
+
+// Release ends an Access (NGA_Release / NGA_Release_update; the data is in place, so there is
+// nothing to write back).
+func (a *Array[T]) Release() {
+	for {
+		n := a.accessed.Load()
+		if n <= 0 || a.accessed.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+}
+
+func (a *Array[T]) alive(call string) error {
+	if a.destroyed.Load() {
+		return fmt.Errorf("ga: %s %q: %w", call, a.name, ErrDestroyed)
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package globalarray
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// Elem is the set of element types a global array may hold: GA's C_INT, C_LONG, C_FLOAT,
+// C_DBL, C_SCPL and C_DCPL (MT_C_INT ... MT_C_DCPL), as 32/64-bit integers, 32/64-bit floats
+// and 64/128-bit complex numbers.
+type Elem interface {
+	~int32 | ~int64 | ~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// accTypeOf is the rma accumulate/reduction type of T.
+func accTypeOf[T Elem]() rma.AccType {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Int32:
+		return rma.AccInt32
+	case reflect.Int64:
+		return rma.AccInt64
+	case reflect.Float32:
+		return rma.AccFloat32
+	case reflect.Float64:
+		return rma.AccFloat64
+	case reflect.Complex64:
+		return rma.AccComplex64
+	default:
+		return rma.AccComplex128
+	}
+}
+
+func isComplex(t rma.AccType) bool { return t == rma.AccComplex64 || t == rma.AccComplex128 }
+
+// toScale converts v to the complex128 scale ARMCI_Acc takes (integers beyond 2^53 lose
+// precision, as with any float scale).
+func toScale[T Elem](typ rma.AccType, v T) complex128 {
+	p := unsafe.Pointer(&v)
+	switch typ {
+	case rma.AccInt32:
+		return complex(float64(*(*int32)(p)), 0)
+	case rma.AccInt64:
+		return complex(float64(*(*int64)(p)), 0)
+	case rma.AccFloat32:
+		return complex(float64(*(*float32)(p)), 0)
+	case rma.AccFloat64:
+		return complex(*(*float64)(p), 0)
+	case rma.AccComplex64:
+		return complex128(*(*complex64)(p))
+	default:
+		return *(*complex128)(p)
+	}
+}
+
+// asBytes views a typed slice as its bytes, without copying.
+func asBytes[T Elem](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// fromBytes views bytes (aligned for T, as segments are) as a typed slice, without copying.
+func fromBytes[T Elem](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}

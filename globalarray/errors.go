@@ -1,0 +1,25 @@
+package globalarray
+
+import (
+	"errors"
+
+	"github.com/goarmci/goarmci/globalarray/dist"
+)
+
+// Sentinel errors; every error of this package wraps one of them, a context error, or an error
+// of the rma layer (transport failures).
+var (
+	// ErrOutOfBounds: a subscript or patch outside the array, or lo > hi in some dimension.
+	ErrOutOfBounds = dist.ErrOutOfBounds
+	// ErrShape: wrong number of dimensions or subscripts, a buffer too small for the patch and
+	// its leading dimensions, a leading dimension smaller than the patch, arrays of different
+	// shapes in a collective, or bad extents or distribution options at Create.
+	ErrShape = dist.ErrShape
+	// ErrType: an operation not defined for the element type (ReadInc on a floating-point
+	// array, Max/Min of complex values).
+	ErrType = errors.New("ga: operation not defined for the element type")
+	// ErrDestroyed: use of an array after Destroy.
+	ErrDestroyed = errors.New("ga: array destroyed")
+	// ErrMismatch: the ranks called a collective (Create) with different arguments.
+	ErrMismatch = errors.New("ga: ranks disagree on a collective call")
+)

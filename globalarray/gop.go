@@ -1,0 +1,54 @@
+package globalarray
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// GopSum replaces vals on every rank by their element-wise sum over all ranks (GA_Dgop,
+// GA_Igop, GA_Lgop, GA_Fgop and GA_Zgop with op "+"). Collective.
+//
+// Errors: those of rma.AllReduce (context, transport).
+func GopSum[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceSum, vals)
+}
+
+// GopMax replaces vals on every rank by their element-wise maximum over all ranks (GA_Dgop,
+// GA_Igop with op "max"). Collective.
+//
+// Errors: ErrType for complex elements; those of rma.AllReduce.
+func GopMax[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceMax, vals)
+}
+
+// GopMin replaces vals on every rank by their element-wise minimum over all ranks (GA_Dgop,
+// GA_Igop with op "min"). Collective.
+//
+// Errors: ErrType for complex elements; those of rma.AllReduce.
+func GopMin[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceMin, vals)
+}
+
+func gop[T Elem](ctx context.Context, rt *rma.Runtime, op rma.ReduceOp, vals []T) error {
+	typ := accTypeOf[T]()
+	if op != rma.ReduceSum && isComplex(typ) {
+		return fmt.Errorf("ga: GA_Gop %v of %v: %w", op, typ, ErrType)
+	}
+	if err := rt.AllReduce(ctx, typ, op, asBytes(vals)); err != nil {
+		return fmt.Errorf("ga: GA_Gop %v: %w", op, err)
+	}
+	return nil
+}
+
+// Brdcst copies buf of rank root into buf of every other rank (GA_Brdcst). Collective; buf has
+// the same length on every rank.
+//
+// Errors: those of rma.Broadcast (bad root, context, transport).
+func Brdcst[T Elem](ctx context.Context, rt *rma.Runtime, root int, buf []T) error {
+	if err := rt.Broadcast(ctx, root, asBytes(buf)); err != nil {
+		return fmt.Errorf("ga: GA_Brdcst from %d: %w", root, err)
+	}
+	return nil
+}
