@@ -285,6 +285,9 @@ func (qp *QP) SetArmed(ok bool, detail string) {
 // type, SGE count, atomic operand sizes and alignment, accumulate type and length. Errors wrap
 // ErrInvalidState or ErrInvalidArgument; nothing is started then.
 func (qp *QP) PostSend(wr *SendWR) error {
+	if qp.dead.Load() {
+		return fmt.Errorf("ibv: PostSend: %w", ErrClosed)
+	}
 	st := qp.State()
 	if st != StateRTS && st != StateSQD && st != StateError {
 		return fmt.Errorf("%w: PostSend in %v", ErrInvalidState, st)
@@ -349,6 +352,9 @@ func SGLLen(sgl []SGE) uint64 {
 
 // PostRecv posts a receive work request (ibv_post_recv); not allowed in RESET, or with an SRQ.
 func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp.dead.Load() {
+		return fmt.Errorf("ibv: PostRecv: %w", ErrClosed)
+	}
 	if qp.srq != nil {
 		return fmt.Errorf("%w: QP uses an SRQ", ErrInvalidArgument)
 	}

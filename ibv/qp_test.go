@@ -223,6 +223,8 @@ func TestQPCreateChecks(t *testing.T) {
 	require.NoError(t, q1.Destroy(), "second Destroy is a no-op")
 	assert.Nil(t, c.LookupQP(q1.Num()))
 	assert.ErrorIs(t, q1.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState), ibv.ErrClosed)
+	assert.ErrorIs(t, q1.PostSend(&ibv.SendWR{Opcode: ibv.OpSend}), ibv.ErrClosed)
+	assert.ErrorIs(t, q1.PostRecv(&ibv.RecvWR{}), ibv.ErrClosed)
 	require.NoError(t, q2.Destroy())
 	assert.NoError(t, cq.Destroy())
 	assert.NoError(t, pd.Dealloc())
