@@ -266,7 +266,9 @@ func (c *Client) timeoutError(seq uint64, cause error) error {
 		e.u64(seq)
 		return e.b
 	})
-	if err == nil {
+	if err != nil {
+		missing = fmt.Sprintf("unknown (%v)", err)
+	} else {
 		d := dec{b: f.payload}
 		d.u64()
 		d.u64()

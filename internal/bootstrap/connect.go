@@ -141,6 +141,13 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 // abort releases what a failed Connect started.
 func (c *Client) abort() {
 	if c.conn != nil {
+		if c.reading {
+			// Leave politely so the others' errors name the ranks still missing rather than
+			// this rank as lost.
+			var e enc
+			e.u64(0)
+			_ = c.write(mBye, e.b)
+		}
 		c.fail(ErrClosed)
 		c.conn.Close()
 		if c.reading {

@@ -95,12 +95,17 @@ func readFrame(r io.Reader) (frame, error) {
 // enc appends payload fields.
 type enc struct{ b []byte }
 
-func (e *enc) u8(v byte)       { e.b = append(e.b, v) }
-func (e *enc) u32(v uint32)    { e.b = binary.BigEndian.AppendUint32(e.b, v) }
-func (e *enc) u64(v uint64)    { e.b = binary.BigEndian.AppendUint64(e.b, v) }
-func (e *enc) bytes(v []byte)  { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
-func (e *enc) str(v string)    { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
-func (e *enc) list(v [][]byte) { e.u32(uint32(len(v))); for _, x := range v { e.bytes(x) } }
+func (e *enc) u8(v byte)      { e.b = append(e.b, v) }
+func (e *enc) u32(v uint32)   { e.b = binary.BigEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64)   { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+func (e *enc) bytes(v []byte) { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
+func (e *enc) str(v string)   { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
+func (e *enc) list(v [][]byte) {
+	e.u32(uint32(len(v)))
+	for _, x := range v {
+		e.bytes(x)
+	}
+}
 
 // dec reads payload fields; the first failure sticks and later reads return zero values.
 type dec struct {
