@@ -352,8 +352,8 @@ func TestLocalProtectionErrors(t *testing.T) {
 	_, lmr := allocMR(t, a, 4096, ibv.AccessAll)
 	_, romr := allocMR(t, a, 4096, ibv.AccessRemoteRead) // no local write
 	for name, wr := range map[string]ibv.SendWR{
-		"bad lkey":           {Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{{Addr: lmr.Addr, Length: 8, LKey: lmr.LKey + 0x100}}, RemoteAddr: tmr.Addr, RKey: tmr.RKey},
-		"local out of range": {Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{lmr.SGE(4090, 8)}, RemoteAddr: tmr.Addr, RKey: tmr.RKey},
+		"bad lkey":                    {Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{{Addr: lmr.Addr, Length: 8, LKey: lmr.LKey + 0x100}}, RemoteAddr: tmr.Addr, RKey: tmr.RKey},
+		"local out of range":          {Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{lmr.SGE(4090, 8)}, RemoteAddr: tmr.Addr, RKey: tmr.RKey},
 		"read into no-local-write MR": {Opcode: ibv.OpRDMARead, SGL: []ibv.SGE{romr.SGE(0, 8)}, RemoteAddr: tmr.Addr, RKey: tmr.RKey},
 	} {
 		t.Run(name, func(t *testing.T) {
