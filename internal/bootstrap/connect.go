@@ -97,8 +97,8 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 	}
 	stop()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s: %w", ErrStartupTimeout, info, addr, ctx.Err())
+		if cause := ctxCause(ctx, err); cause != nil {
+			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s: %w", ErrStartupTimeout, info, addr, cause)
 		}
 		return nil, fmt.Errorf("bootstrap: hello to rendezvous %s: %w", addr, err)
 	}
@@ -185,7 +185,7 @@ func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, ho
 	case info.PMI != nil:
 		p, err := dialPMI(ctx, info.PMI)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctxCause(ctx, err) != nil || errors.Is(err, context.DeadlineExceeded) {
 				return "", false, fmt.Errorf("%w: %s: PMI server: %w", ErrStartupTimeout, info, err)
 			}
 			return "", false, fmt.Errorf("bootstrap: %s: %w", info, err)
@@ -202,7 +202,7 @@ func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, ho
 			}
 		}
 		if err := p.barrier(ctx); err != nil {
-			if ctx.Err() != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return "", false, fmt.Errorf("%w: %s: PMI barrier before the rendezvous: %w", ErrStartupTimeout, info, err)
 			}
 			return "", false, err

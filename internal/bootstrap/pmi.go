@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -211,8 +212,23 @@ func deadlineFromContext(ctx context.Context, conn net.Conn) func() {
 
 // ctxErr prefers the context's error to the I/O timeout it caused.
 func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if e := ctxCause(ctx, err); e != nil {
+		return e
 	}
 	return err
+}
+
+// ctxCause returns the context's error when err (an I/O error) was caused by ctx ending: the
+// connection deadline copied from ctx may fire a moment before ctx reports its end.
+func ctxCause(ctx context.Context, err error) error {
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return context.DeadlineExceeded
+		}
+	}
+	return nil
 }
