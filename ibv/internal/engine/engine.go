@@ -1,0 +1,279 @@
+// Package engine owns the RC and UD transport semantics of every goarmci network provider (tcp,
+// udp, ...): PSN assignment and segmentation into path-MTU packets, coalesced ACKs, the ACK timer
+// with go-back-N retransmission and retry counts, RNR NAKs, RDMA write/read, the 64-bit atomics
+// and goarmci's extended atomics and accumulate, the responder's PSN check with duplicate
+// suppression (duplicate reads re-read, duplicate atomics replay a recorded result), memory
+// access checks, and automatic path migration (APM). Providers only move packets: they give the
+// engine a Transport and hand inbound packets to Deliver.
+//
+// The semantics follow the InfiniBand RC/UD transport (IBA vol. 1 ch. 9–10; seed 000 §2.2 for the
+// QP and APM states, ch. 9 for the APM modules: path loading on REARM, automatic migration on a
+// fault of the primary path) and the reliability design of seed 003 (timer-based resend,
+// duplicates ignored, one sequence space per connection).
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/wire"
+)
+
+// Transport is what a provider gives the engine to move packets.
+type Transport interface {
+	// Send transmits one packet — hdr followed by payload — on path (path.PortNum is the local
+	// port, Addr/DLID/SrcPathBits name the destination). It must neither retain hdr or payload
+	// after returning, nor block for long, nor call Engine.Deliver before returning. An error
+	// means the packet was not sent (a path fault); the engine recovers by retransmission,
+	// migration or failure of the QP.
+	Send(path ibv.AHAttr, hdr, payload []byte) error
+	// Probe checks that path can carry packets (APM path load, REARM→ARMED). It may block until
+	// ctx ends.
+	Probe(ctx context.Context, path ibv.AHAttr) error
+}
+
+// Link is the way back to the sender of an inbound packet: responses (ACKs, read responses,
+// atomic ACKs) go back on the link their request came in on.
+type Link interface {
+	// Reply sends a response packet back; the rules of Transport.Send apply.
+	Reply(hdr, payload []byte) error
+	// RemoteAddr is the provider address of the sending port (WC.SrcAddr of UD receives).
+	RemoteAddr() string
+}
+
+// Batch collects the deferred ACKs of the packets one provider goroutine delivers in a row
+// (ACK coalescing). A provider keeps one Batch per reader goroutine, passes it to every Deliver
+// and calls EndBatch before it blocks for more input. A nil Batch sends ACKs at once.
+type Batch struct {
+	qps []*QP
+}
+
+// Config configures an engine.
+type Config struct {
+	// Transport moves packets (required).
+	Transport Transport
+	// Port describes a local port (its MTU bounds the path MTU and UD datagrams).
+	Port func(num uint8) (ibv.PortAttr, error)
+	// MaxMsgSize bounds RC messages in bytes (default 1 GiB).
+	MaxMsgSize uint64
+	// TimeoutFloor is the smallest ACK timeout used whatever the QP's Timeout (default 10 ms):
+	// 4.096 µs·2^t suits hardware, not a software stack behind a scheduler.
+	TimeoutFloor time.Duration
+	// Tick is the timer resolution (default 2 ms).
+	Tick time.Duration
+	// Window is the number of packets a QP keeps in flight before it waits for ACKs (default 128).
+	Window int
+	// Log receives debug and warning messages (default: none).
+	Log *zerolog.Logger
+}
+
+// Engine is the transport engine of one device.
+type Engine struct {
+	cfg    Config
+	tr     Transport
+	log    zerolog.Logger
+	floor  int64 // ns
+	window int32
+
+	mu     sync.RWMutex
+	qps    map[uint32]*QP
+	closed bool
+
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New starts an engine; its timer goroutine runs until Close.
+func New(cfg Config) *Engine {
+	if cfg.MaxMsgSize == 0 {
+		cfg.MaxMsgSize = 1 << 30
+	}
+	if cfg.TimeoutFloor <= 0 {
+		cfg.TimeoutFloor = 10 * time.Millisecond
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 2 * time.Millisecond
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 128
+	}
+	e := &Engine{cfg: cfg, tr: cfg.Transport, floor: int64(cfg.TimeoutFloor), window: int32(cfg.Window),
+		qps: make(map[uint32]*QP), kick: make(chan struct{}, 1)}
+	if cfg.Log != nil {
+		e.log = *cfg.Log
+	} else {
+		e.log = zerolog.Nop()
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.wg.Add(1)
+	go e.timerLoop()
+	return e
+}
+
+// Close stops the timer and every path-load probe and waits for them. QPs are not completed;
+// the device destroys them first.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+}
+
+// MaxMsgSize is the largest RC message in bytes.
+func (e *Engine) MaxMsgSize() uint64 { return e.cfg.MaxMsgSize }
+
+func (e *Engine) lookup(qpn uint32) *QP {
+	e.mu.RLock()
+	q := e.qps[qpn]
+	e.mu.RUnlock()
+	return q
+}
+
+// CreateQP creates the engine side of an RC or UD queue pair; a provider's Driver.CreateQP
+// delegates to it.
+func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
+	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD {
+		return nil, fmt.Errorf("engine: %w: QP type %v", ibv.ErrUnsupported, ibq.Type())
+	}
+	if ibq.Num() > wire.MaxQPN {
+		return nil, fmt.Errorf("engine: %w: QP number %d beyond 24 bits", ibv.ErrInvalidArgument, ibq.Num())
+	}
+	q := newQP(e, ibq)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ibv.ErrClosed
+	}
+	e.qps[q.num] = q
+	return q, nil
+}
+
+func (e *Engine) removeQP(q *QP) {
+	e.mu.Lock()
+	if e.qps[q.num] == q {
+		delete(e.qps, q.num)
+	}
+	e.mu.Unlock()
+}
+
+// Deliver processes one inbound packet that arrived on link. pkt is only read during the call
+// (the payload is copied into memory). Malformed packets and packets for unknown QPs are
+// dropped. b collects deferred ACKs (see Batch); it must not be used by two goroutines at once.
+func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
+	var p wire.Packet
+	if err := wire.Decode(pkt, &p); err != nil {
+		e.log.Debug().Err(err).Msg("engine: dropped malformed packet")
+		return
+	}
+	q := e.lookup(p.DestQPN)
+	if q == nil {
+		return
+	}
+	switch {
+	case p.Opcode == wire.OpUDSend:
+		q.recvUD(&p, link)
+	case p.Opcode.IsRequest():
+		q.respond(b, &p, link)
+	default:
+		q.onResponse(&p)
+	}
+}
+
+// EndBatch sends the ACKs deferred during a batch of Deliver calls.
+func (e *Engine) EndBatch(b *Batch) {
+	if b == nil {
+		return
+	}
+	for i, q := range b.qps {
+		q.flushAck(b)
+		b.qps[i] = nil
+	}
+	b.qps = b.qps[:0]
+}
+
+// timeoutNS converts an IB local ACK timeout exponent (4.096 µs·2^t) to ns with the engine's
+// floor; 0 is infinite (returns 0).
+func (e *Engine) timeoutNS(t uint8) int64 {
+	if t == 0 {
+		return 0
+	}
+	if t > 31 {
+		t = 31
+	}
+	ns := int64(4096) << t
+	if ns < e.floor {
+		ns = e.floor
+	}
+	return ns
+}
+
+// rnrDelayNS is the IB RNR timer table (IBA Table 45), in ns; code 0 (655 ms in IB) is the
+// software default of 1 ms.
+func rnrDelayNS(code uint8) int64 {
+	us := [...]int64{1000, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560,
+		3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760,
+		327680, 491520}
+	return us[code&31] * 1000
+}
+
+func (e *Engine) kickTimer() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// timerLoop is the engine's ACK/RNR timer: while any QP has a deadline it ticks every cfg.Tick
+// and lets the due QPs retransmit; otherwise it sleeps until kicked.
+func (e *Engine) timerLoop() {
+	defer e.wg.Done()
+	t := time.NewTimer(e.cfg.Tick)
+	defer t.Stop()
+	var list []*QP
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		case <-e.kick:
+			// a QP armed a deadline; keep ticking
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+		list = list[:0]
+		e.mu.RLock()
+		for _, q := range e.qps {
+			list = append(list, q)
+		}
+		e.mu.RUnlock()
+		now := time.Now().UnixNano()
+		busy := false
+		for _, q := range list {
+			if q.tick(now) {
+				busy = true
+			}
+		}
+		for i := range list {
+			list[i] = nil
+		}
+		if busy {
+			t.Reset(e.cfg.Tick)
+		}
+	}
+}

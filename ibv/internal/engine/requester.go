@@ -1,0 +1,607 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/wire"
+)
+
+// swqe is a send work queue entry. Slots are reused; bufs keeps its capacity.
+type swqe struct {
+	id       uint64
+	op       ibv.Opcode
+	flags    ibv.SendFlags
+	signaled bool
+	status   ibv.WCStatus // preset local error (WCLocProtErr, WCLocLenErr): completes when it reaches the head
+	bufs     [][]byte
+	inline   []byte
+	length   uint64
+	imm      uint32
+	raddr    uint64
+	rkey     uint32
+	cmpAdd   uint64
+	swap     uint64
+	accType  uint8
+	scale    complex128
+
+	firstPSN uint32
+	npkts    uint32
+	done     bool // read: all response bytes arrived; atomic: result arrived
+}
+
+func (w *swqe) lastPSN() uint32 { return wire.PSNAdd(w.firstPSN, w.npkts-1) }
+
+func (w *swqe) isReadAtomic() bool {
+	return w.op == ibv.OpRDMARead || w.op.IsAtomic() && w.op != ibv.OpAccumulate
+}
+
+// sendState is the requester of an RC QP (and the PSN counter of a UD QP).
+type sendState struct {
+	a  qpAttrs
+	wq []swqe
+	// head: oldest incomplete WQE; cur/curPkt: next packet to transmit; tail: next free slot.
+	head, cur, tail uint64
+	curPkt          uint32
+	sqPSN           uint32 // PSN of the next posted WQE
+	una             uint32 // first unacknowledged PSN
+	sent            uint32 // one past the highest PSN transmitted
+	retries         uint8
+	rnrRetries      uint8
+	rnrWait         bool
+	rnrUntil        int64
+	rewoundAt       uint32 // una of the last implied-NAK / sequence-NAK rewind
+	rewound         bool
+	migrating       bool
+	draining        bool
+	drainPosted     bool
+	hbuf            [wire.MaxHeaderLen]byte
+	pbuf            []byte
+	udBufs          [][]byte
+}
+
+func (s *sendState) resetPSN(psn uint32) {
+	s.sqPSN, s.una, s.sent = psn, psn, psn
+}
+
+func (s *sendState) clear() {
+	for s.head != s.tail {
+		w := &s.wq[s.head%uint64(len(s.wq))]
+		w.release()
+		s.head++
+	}
+	s.cur, s.curPkt = s.head, 0
+	s.rnrWait, s.rewound, s.retries, s.rnrRetries = false, false, 0, 0
+}
+
+func (w *swqe) release() {
+	for i := range w.bufs {
+		w.bufs[i] = nil
+	}
+	w.bufs = w.bufs[:0]
+}
+
+func (s *sendState) slot(i uint64) *swqe { return &s.wq[i%uint64(len(s.wq))] }
+
+// psnAt is the PSN of the next packet to transmit.
+func (s *sendState) psnAt() uint32 {
+	if s.cur == s.tail {
+		return s.sqPSN
+	}
+	return wire.PSNAdd(s.slot(s.cur).firstPSN, s.curPkt)
+}
+
+// rewind moves the transmit position back (or forward) to psn (go-back-N).
+func (s *sendState) rewind(psn uint32) {
+	for i := s.head; i != s.tail; i++ {
+		w := s.slot(i)
+		d := wire.PSNDiff(psn, w.firstPSN)
+		if d >= 0 && (uint32(d) < w.npkts || w.npkts == 0 && d == 0) {
+			s.cur, s.curPkt = i, uint32(d)
+			if w.isReadAtomic() && w.op != ibv.OpRDMARead {
+				s.curPkt = 0
+			}
+			return
+		}
+	}
+	s.cur, s.curPkt = s.tail, 0
+}
+
+// PostSend starts a send work request (ibv.QPDriver).
+func (q *QP) PostSend(wr *ibv.SendWR) error {
+	if q.typ == ibv.UD {
+		return q.postUD(wr)
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	s := &q.sq
+	if q.st() == ibv.StateError {
+		q.ibq.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num})
+		return nil
+	}
+	if s.tail-s.head == uint64(len(s.wq)) {
+		return fmt.Errorf("engine: %w: %d send requests outstanding", ibv.ErrQueueFull, len(s.wq))
+	}
+	w := s.slot(s.tail)
+	*w = swqe{bufs: w.bufs[:0], inline: w.inline[:0], id: wr.ID, op: wr.Opcode, flags: wr.Flags,
+		signaled: q.sigAll || wr.Flags&ibv.SendSignaled != 0, imm: wr.Imm, raddr: wr.RemoteAddr, rkey: wr.RKey,
+		cmpAdd: wr.CompareAdd, swap: wr.Swap, accType: uint8(wr.AccType), scale: wr.Scale}
+	write := wr.Opcode == ibv.OpRDMARead || w.isReadAtomic()
+	var st ibv.WCStatus
+	w.bufs, st = q.ctx.LocalBuffers(q.pd, wr, write, w.bufs)
+	w.status = st
+	w.length = buffersLen(w.bufs)
+	if st == ibv.WCSuccess && wr.Flags&ibv.SendInline != 0 && !write {
+		for _, b := range w.bufs {
+			w.inline = append(w.inline, b...)
+		}
+		w.release()
+		w.bufs = append(w.bufs, w.inline)
+	}
+	if w.length > q.e.cfg.MaxMsgSize || w.length > 1<<32-1 {
+		w.status = ibv.WCLocLenErr
+	}
+	mtu := uint64(s.a.mtu)
+	switch {
+	case w.isReadAtomic() && wr.Opcode != ibv.OpRDMARead:
+		w.npkts = 1
+	default:
+		w.npkts = uint32(max(1, (w.length+mtu-1)/mtu))
+	}
+	if w.status != ibv.WCSuccess {
+		w.npkts = 0
+	}
+	w.firstPSN = s.sqPSN
+	s.sqPSN = wire.PSNAdd(s.sqPSN, w.npkts)
+	s.tail++
+	if q.st() == ibv.StateRTS {
+		q.pumpLocked()
+	}
+	q.completeLocked()
+	return nil
+}
+
+// pumpLocked transmits packets from the current position while the window allows (sqMu held).
+func (q *QP) pumpLocked() {
+	s := &q.sq
+	st := q.st()
+	if (st != ibv.StateRTS && st != ibv.StateSQD) || s.rnrWait || s.migrating {
+		return
+	}
+	sentAny := false
+	for s.cur != s.tail {
+		w := s.slot(s.cur)
+		if w.status != ibv.WCSuccess {
+			break
+		}
+		psn := wire.PSNAdd(w.firstPSN, s.curPkt)
+		if st == ibv.StateSQD && s.curPkt == 0 && wire.PSNDiff(psn, s.sent) >= 0 {
+			break // SQD: finish what was started, start nothing new
+		}
+		if inflight := wire.PSNDiff(psn, s.una); inflight > 0 && inflight >= q.e.window {
+			break
+		}
+		if w.flags&ibv.SendFence != 0 && s.curPkt == 0 && q.readAtomicPendingBefore(s.cur) {
+			break
+		}
+		next := q.sendPacket(w, s.curPkt, psn)
+		sentAny = true
+		if end := wire.PSNAdd(psn, next-s.curPkt); wire.PSNDiff(end, s.sent) > 0 {
+			s.sent = end
+		}
+		if next >= w.npkts {
+			s.cur++
+			s.curPkt = 0
+		} else {
+			s.curPkt = next
+		}
+	}
+	if sentAny && q.deadline.Load() == 0 {
+		q.armTimer()
+	}
+}
+
+func (q *QP) readAtomicPendingBefore(i uint64) bool {
+	s := &q.sq
+	for j := s.head; j != i; j++ {
+		if w := s.slot(j); w.isReadAtomic() && !w.done {
+			return true
+		}
+	}
+	return false
+}
+
+// armTimer starts the ACK timer (sqMu held).
+func (q *QP) armTimer() {
+	to := q.e.timeoutNS(q.sq.a.timeout)
+	if to == 0 {
+		q.deadline.Store(0)
+		return
+	}
+	q.deadline.Store(time.Now().UnixNano() + to)
+	q.e.kickTimer()
+}
+
+// sendPacket transmits packet k of w with PSN psn and returns the index of the next packet
+// (a read request covers all its remaining response PSNs).
+func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
+	s := &q.sq
+	mtu := uint64(s.a.mtu)
+	h := wire.Header{DestQPN: s.a.destQPN, PSN: psn, SrcQPN: q.num}
+	var payload []byte
+	next := k + 1
+	off := uint64(k) * mtu
+	segment := func() {
+		n := min(mtu, w.length-off)
+		if s.pbuf == nil {
+			s.pbuf = make([]byte, 0, s.a.mtu)
+		}
+		payload = gather(w.bufs, off, int(n), s.pbuf[:0])
+		if k == 0 {
+			h.Flags |= wire.FlagFirst
+		}
+		if k == w.npkts-1 {
+			h.Flags |= wire.FlagLast | wire.FlagAckReq
+		} else if psn%32 == 0 {
+			h.Flags |= wire.FlagAckReq
+		}
+	}
+	switch w.op {
+	case ibv.OpSend, ibv.OpSendImm:
+		h.Opcode = wire.OpSend
+		segment()
+		if w.op == ibv.OpSendImm && h.Flags&wire.FlagLast != 0 {
+			h.Flags |= wire.FlagImm
+			h.Imm = w.imm
+		}
+	case ibv.OpRDMAWrite, ibv.OpRDMAWriteImm:
+		h.Opcode = wire.OpWrite
+		segment()
+		h.RETH = wire.RETH{VAddr: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+		if w.op == ibv.OpRDMAWriteImm && h.Flags&wire.FlagLast != 0 {
+			h.Flags |= wire.FlagImm
+			h.Imm = w.imm
+		}
+	case ibv.OpAccumulate:
+		h.Opcode = wire.OpAccumulate
+		segment()
+		h.RETH = wire.RETH{VAddr: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+		h.Acc = wire.AccETH{Type: w.accType, Scale: w.scale}
+	case ibv.OpRDMARead:
+		// (re)issue the read for the response packets k.. (IBA: a retried read restarts at the
+		// first missing response PSN)
+		h.Opcode = wire.OpReadReq
+		h.Flags = wire.FlagOnly | wire.FlagAckReq
+		h.RETH = wire.RETH{VAddr: w.raddr + off, RKey: w.rkey, DMALen: uint32(w.length - min(off, w.length))}
+		next = w.npkts
+	default: // atomics
+		h.Opcode = wire.OpAtomic
+		h.Flags = wire.FlagOnly | wire.FlagAckReq
+		h.Atomic = wire.AtomicETH{VAddr: w.raddr, RKey: w.rkey, SwapAdd: w.cmpAdd, Op: atomicOpOf(w.op)}
+		if w.op == ibv.OpAtomicCmpSwap || w.op == ibv.OpAtomicCmpSwap32 {
+			h.Atomic.Compare, h.Atomic.SwapAdd = w.cmpAdd, w.swap
+		}
+	}
+	hdr, err := wire.AppendHeader(s.hbuf[:0], &h, len(payload))
+	if err != nil {
+		q.e.log.Error().Err(err).Uint32("qp", q.num).Msg("engine: cannot encode request")
+		return next
+	}
+	if err := q.e.tr.Send(s.a.path, hdr, payload); err != nil {
+		q.e.log.Debug().Err(err).Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: send failed (path fault)")
+	}
+	return next
+}
+
+func atomicOpOf(o ibv.Opcode) wire.AtomicOp {
+	switch o {
+	case ibv.OpAtomicCmpSwap:
+		return wire.AtomicCmpSwap64
+	case ibv.OpAtomicFetchAdd:
+		return wire.AtomicFetchAdd64
+	case ibv.OpAtomicFetchAdd32:
+		return wire.AtomicFetchAdd32
+	case ibv.OpAtomicSwap64:
+		return wire.AtomicSwap64
+	case ibv.OpAtomicSwap32:
+		return wire.AtomicSwap32
+	case ibv.OpAtomicCmpSwap32:
+		return wire.AtomicCmpSwap32
+	}
+	return 0
+}
+
+// onResponse handles an ACK/NAK, read response or atomic ACK for this QP's requester.
+func (q *QP) onResponse(p *wire.Packet) {
+	if q.typ != ibv.RC {
+		return
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	st := q.st()
+	if st != ibv.StateRTS && st != ibv.StateSQD {
+		return
+	}
+	s := &q.sq
+	// a response must name a PSN that was sent: [una-1, sent)
+	if d := wire.PSNDiff(p.PSN, s.una); d < -1 || wire.PSNDiff(p.PSN, s.sent) >= 0 {
+		return
+	}
+	oldUna := s.una
+	switch p.Opcode {
+	case wire.OpAck:
+		switch p.AETH.Syndrome {
+		case wire.SynAck:
+			q.ackUpTo(wire.PSNAdd(p.PSN, 1))
+		case wire.SynNakPSNSeq:
+			q.ackUpTo(p.PSN)
+			if s.una == p.PSN && !(s.rewound && s.rewoundAt == p.PSN) {
+				s.rewound, s.rewoundAt = true, p.PSN
+				s.rewind(p.PSN)
+			}
+		case wire.SynRNR:
+			q.ackUpTo(p.PSN)
+			if s.una != p.PSN {
+				break
+			}
+			s.rnrRetries++
+			if s.a.rnrRetry != 7 && s.rnrRetries > s.a.rnrRetry {
+				q.failLocked(ibv.WCRNRRetryExcErr, "RNR retries exhausted")
+				return
+			}
+			s.rewind(p.PSN)
+			s.rnrWait = true
+			s.rnrUntil = time.Now().UnixNano() + rnrDelayNS(uint8(p.AETH.MSN))
+			q.deadline.Store(s.rnrUntil)
+			q.e.kickTimer()
+		default:
+			q.ackUpTo(p.PSN)
+			if s.una != p.PSN {
+				break
+			}
+			status := ibv.WCRemOpErr
+			switch p.AETH.Syndrome {
+			case wire.SynNakRemAccess:
+				status = ibv.WCRemAccessErr
+			case wire.SynNakInvReq:
+				status = ibv.WCRemInvReqErr
+			}
+			q.failLocked(status, fmt.Sprintf("responder NAK %v at PSN %d", p.AETH.Syndrome, p.PSN))
+			return
+		}
+	case wire.OpReadResp:
+		q.ackUpTo(p.PSN)
+		if s.una != p.PSN || s.head == s.tail {
+			break
+		}
+		w := s.slot(s.head)
+		k := uint32(wire.PSNDiff(p.PSN, w.firstPSN))
+		if w.op != ibv.OpRDMARead || k >= w.npkts {
+			break
+		}
+		off := uint64(k) * uint64(s.a.mtu)
+		want := min(uint64(s.a.mtu), w.length-min(off, w.length))
+		if uint64(len(p.Payload)) != want || !scatter(w.bufs, off, p.Payload) {
+			break // a response that does not fit: ignore, the timer retries
+		}
+		s.una = wire.PSNAdd(s.una, 1)
+		if k == w.npkts-1 {
+			w.done = true
+			q.completeHeadLocked()
+		}
+	case wire.OpAtomicAck:
+		q.ackUpTo(p.PSN)
+		if s.una != p.PSN || s.head == s.tail {
+			break
+		}
+		w := s.slot(s.head)
+		if !w.isReadAtomic() || w.op == ibv.OpRDMARead || w.firstPSN != p.PSN {
+			break
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], p.AtomicAck)
+		scatter(w.bufs, 0, b[:w.op.AtomicSize()])
+		w.done = true
+		s.una = wire.PSNAdd(s.una, 1)
+		q.completeHeadLocked()
+	}
+	if s.una != oldUna {
+		s.retries = 0
+		s.rewound = false
+		if wire.PSNDiff(s.psnAt(), s.una) < 0 {
+			s.rewind(s.una)
+		}
+	}
+	q.completeLocked()
+	q.pumpLocked()
+	if s.una != oldUna && !s.rnrWait {
+		if wire.PSNDiff(s.sent, s.una) > 0 {
+			q.armTimer()
+		} else {
+			q.deadline.Store(0)
+		}
+	}
+}
+
+// ackUpTo acknowledges every PSN before target: WQEs wholly below it complete. An ACK that
+// passes a read or atomic whose response has not arrived is an implied NAK: the responses were
+// lost, so the requester goes back to the first missing one.
+func (q *QP) ackUpTo(target uint32) {
+	s := &q.sq
+	for wire.PSNDiff(target, s.una) > 0 && s.head != s.tail {
+		w := s.slot(s.head)
+		if w.status != ibv.WCSuccess {
+			return
+		}
+		if w.isReadAtomic() && !w.done {
+			if !(s.rewound && s.rewoundAt == s.una) {
+				s.rewound, s.rewoundAt = true, s.una
+				s.rewind(s.una)
+			}
+			return
+		}
+		end := wire.PSNAdd(w.firstPSN, w.npkts)
+		if wire.PSNDiff(target, end) >= 0 {
+			s.una = end
+			q.completeHeadLocked()
+		} else {
+			s.una = target
+		}
+	}
+}
+
+// completeHeadLocked completes the head WQE successfully.
+func (q *QP) completeHeadLocked() {
+	s := &q.sq
+	w := s.slot(s.head)
+	if w.signaled {
+		q.ibq.SendCQ().Push(ibv.WC{WRID: w.id, Status: ibv.WCSuccess, Opcode: ibv.WCOpcodeOf(w.op),
+			ByteLen: uint32(w.length), QPNum: q.num})
+	}
+	w.release()
+	s.head++
+	if s.cur < s.head {
+		s.cur, s.curPkt = s.head, 0
+	}
+}
+
+// completeLocked handles what reached the head of the send queue without a response: preset
+// local errors (the QP then fails, as verbs do) and zero-packet entries; and the SQD drain event.
+func (q *QP) completeLocked() {
+	s := &q.sq
+	for s.head != s.tail {
+		w := s.slot(s.head)
+		if w.status == ibv.WCSuccess {
+			break
+		}
+		if s.cur != s.head {
+			break
+		}
+		q.failLocked(w.status, fmt.Sprintf("local error %v in work request %d", w.status, w.id))
+		return
+	}
+	if s.draining && !s.drainPosted && s.head == s.tail {
+		s.drainPosted = true
+		q.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
+	}
+}
+
+// failLocked moves the QP to ERROR (seed 000 §2.2): the head WQE completes with status, every
+// other outstanding request and posted receive is flushed, and EventQPFatal is posted (sqMu held).
+func (q *QP) failLocked(status ibv.WCStatus, detail string) {
+	q.state.Store(uint32(ibv.StateError))
+	q.e.log.Debug().Uint32("qp", q.num).Str("status", status.String()).Msg("engine: QP to ERROR: " + detail)
+	// the state changes before the completions appear, so a consumer that sees the error
+	// completion also sees the QP in ERROR
+	q.ibq.SetState(ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	q.flushAllLocked(status, nil)
+}
+
+// flushAllLocked completes the outstanding send requests (the first with status when non-zero,
+// the rest with WCWRFlushErr, signaled or not) and flushes the receive queue (sqMu held, rqMu not).
+func (q *QP) flushAllLocked(status ibv.WCStatus, _ []ibv.WC) {
+	s := &q.sq
+	cq := q.ibq.SendCQ()
+	for s.head != s.tail {
+		w := s.slot(s.head)
+		st := ibv.WCWRFlushErr
+		if status != 0 {
+			st, status = status, 0
+		}
+		cq.Push(ibv.WC{WRID: w.id, Status: st, Opcode: ibv.WCOpcodeOf(w.op), QPNum: q.num})
+		w.release()
+		s.head++
+	}
+	s.cur, s.curPkt = s.head, 0
+	s.rnrWait = false
+	q.deadline.Store(0)
+	q.rqMu.Lock()
+	q.flushRecvLocked()
+	q.rsp.closeMsg()
+	q.rqMu.Unlock()
+}
+
+// tick runs the ACK timeout and RNR wait of the QP at time now (ns); it reports whether a timer
+// is still running.
+func (q *QP) tick(now int64) bool {
+	dl := q.deadline.Load()
+	if dl == 0 {
+		return false
+	}
+	if now < dl {
+		return true
+	}
+	q.sqMu.Lock()
+	s := &q.sq
+	st := q.st()
+	if q.dead.Load() || (st != ibv.StateRTS && st != ibv.StateSQD) || s.migrating {
+		q.sqMu.Unlock()
+		return q.deadline.Load() != 0
+	}
+	if s.rnrWait {
+		if now >= s.rnrUntil {
+			s.rnrWait = false
+			q.deadline.Store(0)
+			q.pumpLocked()
+		}
+		q.sqMu.Unlock()
+		return q.deadline.Load() != 0
+	}
+	if dl = q.deadline.Load(); dl == 0 || now < dl {
+		q.sqMu.Unlock()
+		return dl != 0
+	}
+	if wire.PSNDiff(s.sent, s.una) <= 0 {
+		q.deadline.Store(0)
+		q.sqMu.Unlock()
+		return false
+	}
+	s.retries++
+	if s.retries <= s.a.retryCnt {
+		q.e.log.Debug().Uint32("qp", q.num).Uint8("retry", s.retries).Uint32("psn", s.una).Msg("engine: ACK timeout, go-back-N")
+		s.rewind(s.una)
+		q.deadline.Store(0)
+		q.pumpLocked()
+		if q.deadline.Load() == 0 {
+			q.armTimer()
+		}
+		q.sqMu.Unlock()
+		return true
+	}
+	// Retries on this path are exhausted: automatic path migration when ARMED (seed 000 ch. 9),
+	// otherwise RETRY_EXC_ERR and ERROR. MigrateAuto takes the QP's modify lock: call it unlocked.
+	s.migrating = true
+	q.deadline.Store(0)
+	path := s.a.path
+	q.sqMu.Unlock()
+	_, ok := q.ibq.MigrateAuto(fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	s.migrating = false
+	st = q.st()
+	if q.dead.Load() || (st != ibv.StateRTS && st != ibv.StateSQD) {
+		return false
+	}
+	if !ok || !s.a.hasAlt {
+		q.failLocked(ibv.WCRetryExcErr, fmt.Sprintf("transport retries exhausted on path %s", path.Addr))
+		return false
+	}
+	q.rqMu.Lock()
+	s.a.path, s.a.alt = s.a.alt, s.a.path
+	s.a.timeout, s.a.altTimeout = s.a.altTimeout, s.a.timeout
+	if s.a.timeout == 0 {
+		s.a.timeout = s.a.altTimeout
+	}
+	q.rq.a = s.a
+	q.rqMu.Unlock()
+	s.retries = 0
+	s.rewind(s.una)
+	q.e.log.Debug().Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: migrated to alternate path")
+	q.pumpLocked()
+	if q.deadline.Load() == 0 {
+		q.armTimer()
+	}
+	return true
+}
