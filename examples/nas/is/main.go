@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	class := fs.String("class", "S", "problem class: S, W, A or B")
 	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
+	buckets := fs.Bool("buckets", false, "with -serial: rank through NPB's bucket sort (USE_BUCKETS) instead of direct key counts")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,6 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *serial {
+		if *buckets {
+			header(stdout, p, 1, "serial reference, buckets")
+			return report(stdout, is.SerialBuckets(p), 1)
+		}
 		header(stdout, p, 1, "serial reference")
 		return report(stdout, is.Serial(p), 1)
 	}

@@ -46,12 +46,16 @@ func TestGenerateKeysBlocks(t *testing.T) {
 	}
 }
 
+var variants = map[string]func(Params) Result{"counts": Serial, "buckets": SerialBuckets}
+
 func TestSerialClassS(t *testing.T) {
 	p, _ := ParamsFor(npb.ClassS)
-	res := Serial(p)
-	assert.Empty(t, res.Failures)
-	assert.Equal(t, Passes, res.Passed)
-	assert.True(t, res.Verified)
+	for name, run := range variants {
+		res := run(p)
+		assert.Empty(t, res.Failures, name)
+		assert.Equal(t, Passes, res.Passed, name)
+		assert.True(t, res.Verified, name)
+	}
 }
 
 func TestSerialClassW(t *testing.T) {
@@ -59,19 +63,23 @@ func TestSerialClassW(t *testing.T) {
 		t.Skip("class W in -short mode")
 	}
 	p, _ := ParamsFor(npb.ClassW)
-	res := Serial(p)
-	assert.Empty(t, res.Failures)
-	assert.True(t, res.Verified)
+	for name, run := range variants {
+		res := run(p)
+		assert.Empty(t, res.Failures, name)
+		assert.True(t, res.Verified, name)
+	}
 }
 
 // With a wrong expected rank table the partial verification must fail.
 func TestSerialDetectsWrongRanks(t *testing.T) {
 	p, _ := ParamsFor(npb.ClassS)
 	p.TestRank[2]++
-	res := Serial(p)
-	assert.False(t, res.Verified)
-	assert.Equal(t, Passes-MaxIterations, res.Passed)
-	assert.Len(t, res.Failures, MaxIterations)
+	for name, run := range variants {
+		res := run(p)
+		assert.False(t, res.Verified, name)
+		assert.Equal(t, Passes-MaxIterations, res.Passed, name)
+		assert.Len(t, res.Failures, MaxIterations, name)
+	}
 }
 
 func TestOutOfOrder(t *testing.T) {

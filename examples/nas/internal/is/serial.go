@@ -27,9 +27,10 @@ func (r Result) Report(ranks int) npb.Report {
 	}
 }
 
-// serial is the serial reference's working set (is.c with USE_BUCKETS, one thread).
+// serial is the serial reference's working set (is.c, one thread; with or without USE_BUCKETS).
 type serial struct {
 	p          Params
+	buckets    bool    // rank through a bucket sort (USE_BUCKETS) or count key values directly
 	keys       []int32 // key_array
 	buff1      []int32 // key_buff1: population, then ranks, per key value
 	buff2      []int32 // key_buff2: keys in bucket order
@@ -57,6 +58,20 @@ func (s *serial) rank(iteration int) {
 	var pv [TestArraySize]int32
 	for i := range pv {
 		pv[i] = s.keys[p.TestIndex[i]]
+	}
+
+	if !s.buckets {
+		// without buckets: count every key value, then prefix-sum over all values
+		buff1 := s.buff1
+		clear(buff1)
+		for _, k := range s.keys {
+			buff1[k]++
+		}
+		for k := 1; k < len(buff1); k++ {
+			buff1[k] += buff1[k-1]
+		}
+		s.partialVerify(iteration, pv)
+		return
 	}
 
 	Count(s.keys, shift, s.bucketSize)
@@ -90,6 +105,12 @@ func (s *serial) rank(iteration int) {
 			seg[k] += seg[k-1]
 		}
 	}
+	s.partialVerify(iteration, pv)
+}
+
+// partialVerify checks the ranks of the test keys (values pv) against the class table.
+func (s *serial) partialVerify(iteration int, pv [TestArraySize]int32) {
+	p, buff1 := s.p, s.buff1
 	for i, k := range pv {
 		if 0 < k && int(k) <= p.NumKeys()-1 {
 			if got, want := int64(buff1[k-1]), p.ExpectedRank(i, iteration); got == want {
@@ -116,13 +137,21 @@ func OutOfOrder(keys []int32) int {
 
 // fullVerify sorts the keys with the ranks of the last iteration and counts keys out of order.
 func (s *serial) fullVerify() {
-	m := int32(0)
-	for _, end := range s.bucketPtrs {
-		for _, k := range s.buff2[m:end] {
+	if s.buckets {
+		m := int32(0)
+		for _, end := range s.bucketPtrs {
+			for _, k := range s.buff2[m:end] {
+				s.buff1[k]--
+				s.keys[s.buff1[k]] = k
+			}
+			m = end
+		}
+	} else {
+		copy(s.buff2, s.keys)
+		for _, k := range s.buff2 {
 			s.buff1[k]--
 			s.keys[s.buff1[k]] = k
 		}
-		m = end
 	}
 	if n := OutOfOrder(s.keys); n != 0 {
 		s.failures = append(s.failures, fmt.Sprintf("Full_verify: number of keys out of sort: %d", n))
@@ -132,10 +161,19 @@ func (s *serial) fullVerify() {
 }
 
 // Serial runs the serial reference IS of class p: create_seq, one untimed rank(1), then
-// MaxIterations timed rankings with partial verification, then the full verification.
-func Serial(p Params) Result {
+// MaxIterations timed rankings with partial verification, then the full verification. It ranks
+// by counting key values directly (is.c without USE_BUCKETS), which is the faster variant on
+// this kind of machine; SerialBuckets is the bucket-sort variant.
+func Serial(p Params) Result { return serialRun(p, false) }
+
+// SerialBuckets is Serial with is.c's default USE_BUCKETS ranking: keys are first bucket-sorted
+// by their high bits, then counted bucket by bucket.
+func SerialBuckets(p Params) Result { return serialRun(p, true) }
+
+func serialRun(p Params, buckets bool) Result {
 	s := &serial{
 		p:          p,
+		buckets:    buckets,
 		keys:       make([]int32, p.NumKeys()),
 		buff1:      make([]int32, p.MaxKey()),
 		buff2:      make([]int32, p.NumKeys()),

@@ -2,20 +2,22 @@
 //
 // Data: the key sequence is a 1-D global array of NumKeys int32, block-distributed; each rank
 // generates its block directly (the generator jumps ahead, as NPB's find_my_seed does). A second
-// global array holds the keys in global bucket order, and a 1-D global array of Size·NumBuckets
-// int32 holds every rank's bucket counts (row r = rank r).
+// global array of NumKeys int32 receives the redistributed keys, and a 1-D global array of
+// Size·NumBuckets int32 holds every rank's bucket counts (row r = rank r).
 //
 // One ranking (NPB's rank()):
 //  1. rank 0 Puts the two modified keys (key[it] = it, key[it+10] = MaxKey − it); GA_Sync.
 //  2. every rank Gets the five test keys of the partial verification.
-//  3. each rank counts its keys per bucket and Puts its counts row; GA_Sync; Gets all counts and
-//     forms the prefix sums: the global start of each bucket and, inside it, this rank's offset
-//     (the counts of lower ranks).
-//  4. each rank orders its keys by bucket locally and Puts each bucket's run into the bucket-ordered
-//     array at that offset; GA_Sync.
-//  5. buckets are assigned to ranks by where they start in the bucket-ordered array (so the keys
-//     a rank ranks are mostly its own block); each rank Gets its buckets' keys, counts each key
-//     value and prefix-sums: the rank of value v is the number of keys ≤ v, as key_buff1 in NPB.
+//  3. each rank counts its keys per bucket (the high bits of the key) and Puts its counts row;
+//     GA_Sync; every rank Gets all counts. The prefix sums of the bucket totals give where each
+//     bucket starts in key order; bucket b is ranked by the rank whose block of the
+//     redistribution array holds that start, so each rank ranks a contiguous range of buckets
+//     (of key values) whose keys land mostly in its own block.
+//  4. each rank splits its keys by destination rank and Puts each part, in one NGA_Put, into the
+//     destination's range of the redistribution array, after the parts of the lower ranks
+//     (the layout of NPB's MPI all-to-all); GA_Sync.
+//  5. each rank Gets its range, counts each key value and prefix-sums from the range start: the
+//     rank of value v is the number of keys ≤ v, as key_buff1 in NPB.
 //  6. the rank that owns a test key's value checks its rank against the class table.
 //
 // After the last iteration the full verification places every key at its rank (each rank Puts
@@ -49,30 +51,33 @@ type sorter struct {
 	nbk   int // key values per bucket
 
 	keys   *globalarray.Array[int32] // key_array
-	sorted *globalarray.Array[int32] // key_buff2: keys in global bucket order
+	redist *globalarray.Array[int32] // key_buff2: keys grouped by the rank that ranks them
 	counts *globalarray.Array[int32] // Size × NumBuckets bucket counts, row per rank
 
 	myKeys   []int32 // local block of keys (NGA_Access, released at the end)
 	accessed bool
-	keyLo    int     // global index of myKeys[0]
-	blockLo  []int   // first index of each rank's block of sorted (ranks owning nothing: -1)
-	local    []int32 // my keys in bucket order
-	cnt      []int32 // my bucket counts
-	all      []int32 // every rank's counts
-	start    []int   // global start of each bucket in sorted, NumBuckets+1 entries
-	offset   []int   // my offset inside each bucket
-	lstart   []int   // start of each bucket in local
-	cursor   []int   // fill cursor per bucket
-	b1, b2   int     // my buckets for ranking: [b1, b2)
-	mine     []int32 // keys of my buckets (Get from sorted)
-	buff1    []int32 // key_buff1 for values [b1·nbk, b2·nbk)
+	keyLo    int   // global index of myKeys[0]
+	blockLo  []int // first index of each rank's block of redist (ranks owning nothing: -1)
+
+	cnt   []int32 // my bucket counts
+	all   []int32 // every rank's counts
+	start []int   // where each bucket starts in key order, NumBuckets+1 entries
+	dest  []int32 // the rank that ranks each bucket
+	b1    []int   // rank r ranks buckets [b1[r], b1[r+1]); Size+1 entries
+	put   []int   // where my part for rank r goes in redist
+	part  []int   // start of my part for rank r in local; Size+1 entries
+	cur   []int   // fill cursor per destination
+	local []int32 // my keys grouped by destination
+
+	mine     []int32 // the keys I rank (Get from redist)
+	buff1    []int32 // key_buff1 for my values [b1·nbk, b2·nbk)
 	passed   int
 	failures []string
 }
 
 // Run runs IS of class p on every rank of rt (collective) and returns the result, the same on
 // every rank (Failures lists only this rank's failed checks). If log is not nil, progress lines
-// are written to it (pass it on one rank only).
+// are written to it (pass it on one rank only). Errors of the GA layer are returned wrapped.
 func Run(ctx context.Context, rt *rma.Runtime, p is.Params, log io.Writer) (res is.Result, err error) {
 	s := &sorter{rt: rt, p: p, rank: rt.Rank(), size: rt.Size(), nb: p.NumBuckets(), shift: p.Shift()}
 	s.nbk = 1 << s.shift
@@ -80,7 +85,7 @@ func Run(ctx context.Context, rt *rma.Runtime, p is.Params, log io.Writer) (res 
 		if s.accessed {
 			s.keys.Release()
 		}
-		for _, a := range []*globalarray.Array[int32]{s.keys, s.sorted, s.counts} {
+		for _, a := range []*globalarray.Array[int32]{s.keys, s.redist, s.counts} {
 			if a != nil {
 				if derr := a.Destroy(ctx); derr != nil && err == nil {
 					err = fmt.Errorf("isga: destroy: %w", derr)
@@ -140,8 +145,8 @@ func (s *sorter) setup(ctx context.Context) error {
 	if s.keys, err = globalarray.Create[int32](ctx, s.rt, "is.keys", []int{n}); err != nil {
 		return fmt.Errorf("isga: create keys: %w", err)
 	}
-	if s.sorted, err = globalarray.Create[int32](ctx, s.rt, "is.sorted", []int{n}); err != nil {
-		return fmt.Errorf("isga: create sorted: %w", err)
+	if s.redist, err = globalarray.Create[int32](ctx, s.rt, "is.redist", []int{n}); err != nil {
+		return fmt.Errorf("isga: create redist: %w", err)
 	}
 	if s.counts, err = globalarray.Create[int32](ctx, s.rt, "is.counts", []int{s.size * s.nb}); err != nil {
 		return fmt.Errorf("isga: create counts: %w", err)
@@ -152,39 +157,77 @@ func (s *sorter) setup(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("isga: access keys: %w", err)
 		}
+		s.accessed = true
 		s.myKeys = data[:hi[0]-lo[0]+1]
 		s.keyLo = lo[0]
-		s.accessed = true
 	}
 	s.p.GenerateKeys(s.keyLo, s.myKeys)
 	s.blockLo = make([]int, s.size)
 	for r := range s.blockLo {
-		l, h := s.sorted.Distribution(r)
+		l, h := s.redist.Distribution(r)
 		s.blockLo[r] = -1
 		if h[0] >= l[0] {
 			s.blockLo[r] = l[0]
 		}
 	}
-	s.local = make([]int32, len(s.myKeys))
 	s.cnt = make([]int32, s.nb)
 	s.all = make([]int32, s.size*s.nb)
 	s.start = make([]int, s.nb+1)
-	s.offset = make([]int, s.nb)
-	s.lstart = make([]int, s.nb+1)
-	s.cursor = make([]int, s.nb)
+	s.dest = make([]int32, s.nb)
+	s.b1 = make([]int, s.size+1)
+	s.put = make([]int, s.size)
+	s.part = make([]int, s.size+1)
+	s.cur = make([]int, s.size)
+	if s.size > 1 {
+		s.local = make([]int32, len(s.myKeys))
+	}
 	return s.sync(ctx)
 }
 
-// ownerOf returns the rank whose block of sorted holds position pos (pos = NumKeys: the last
-// owner).
-func (s *sorter) ownerOf(pos int) int {
-	owner := 0
-	for r, lo := range s.blockLo {
-		if lo >= 0 && lo <= pos {
-			owner = r
+// plan computes, from every rank's bucket counts, where each bucket starts in key order, which
+// rank ranks it, and where my part for each rank goes.
+func (s *sorter) plan() {
+	pos := 0
+	for b := 0; b < s.nb; b++ {
+		s.start[b] = pos
+		for r := 0; r < s.size; r++ {
+			pos += int(s.all[r*s.nb+b])
 		}
 	}
-	return owner
+	s.start[s.nb] = pos
+	// bucket b goes to the rank whose block holds start[b]; start and the blocks ascend, so each
+	// rank gets a contiguous range of buckets
+	owner := 0
+	for b := 0; b < s.nb; b++ {
+		for r := owner + 1; r < s.size; r++ {
+			if s.blockLo[r] >= 0 && s.blockLo[r] <= s.start[b] {
+				owner = r
+			}
+		}
+		s.dest[b] = int32(owner)
+	}
+	d := 0
+	for b := 0; b <= s.nb; b++ {
+		for d < s.size && (b == s.nb || int(s.dest[b]) >= d) {
+			s.b1[d] = b
+			d++
+		}
+	}
+	s.b1[s.size] = s.nb
+	// my part for rank d goes after the parts of ranks below me in d's range
+	s.part[0] = 0
+	for d := 0; d < s.size; d++ {
+		at := s.start[s.b1[d]]
+		mine := 0
+		for b := s.b1[d]; b < s.b1[d+1]; b++ {
+			for r := 0; r < s.rank; r++ {
+				at += int(s.all[r*s.nb+b])
+			}
+			mine += int(s.cnt[b])
+		}
+		s.put[d] = at
+		s.part[d+1] = s.part[d] + mine
+	}
 }
 
 // rankKeys is one iteration of NPB's rank().
@@ -221,65 +264,41 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	if err := s.counts.Get(ctx, []int{0}, []int{len(s.all) - 1}, s.all, nil); err != nil {
 		return fmt.Errorf("isga: get counts: %w", err)
 	}
-	pos := 0
-	for b := 0; b < s.nb; b++ {
-		s.start[b] = pos
-		for r := 0; r < s.size; r++ {
-			if r == s.rank {
-				s.offset[b] = pos - s.start[b]
-			}
-			pos += int(s.all[r*s.nb+b])
+	s.plan()
+	// 4. split my keys by destination, one Put per destination
+	local := s.myKeys
+	if s.size > 1 {
+		local = s.local
+		copy(s.cur, s.part[:s.size])
+		for _, k := range s.myKeys {
+			d := s.dest[k>>s.shift]
+			local[s.cur[d]] = k
+			s.cur[d]++
 		}
 	}
-	s.start[s.nb] = pos
-	// 4. local bucket order, then one Put per non-empty bucket into the bucket-ordered array
-	l := 0
-	for b := 0; b < s.nb; b++ {
-		s.lstart[b] = l
-		l += int(s.cnt[b])
-	}
-	s.lstart[s.nb] = l
-	cur := s.cursor
-	copy(cur, s.lstart[:s.nb])
-	for _, k := range s.myKeys {
-		b := k >> s.shift
-		s.local[cur[b]] = k
-		cur[b]++
-	}
-	for b := 0; b < s.nb; b++ {
-		c := int(s.cnt[b])
-		if c == 0 {
+	for d := 0; d < s.size; d++ {
+		lo, hi := s.part[d], s.part[d+1]
+		if hi == lo {
 			continue
 		}
-		at := s.start[b] + s.offset[b]
-		if err := s.sorted.Put(ctx, []int{at}, []int{at + c - 1}, s.local[s.lstart[b]:s.lstart[b]+c], nil); err != nil {
-			return fmt.Errorf("isga: put bucket %d: %w", b, err)
+		at := s.put[d]
+		if err := s.redist.Put(ctx, []int{at}, []int{at + hi - lo - 1}, local[lo:hi], nil); err != nil {
+			return fmt.Errorf("isga: put keys for rank %d: %w", d, err)
 		}
 	}
 	if err := s.sync(ctx); err != nil {
 		return err
 	}
 	// 5. rank the keys of my buckets
-	s.b1, s.b2 = s.nb, s.nb
-	for b := 0; b < s.nb; b++ {
-		if s.ownerOf(s.start[b]) == s.rank {
-			if s.b1 == s.nb {
-				s.b1 = b
-			}
-			s.b2 = b + 1
-		}
-	}
-	if s.b1 > s.b2 {
-		s.b1 = s.b2
-	}
-	klo, khi := s.start[s.b1], s.start[s.b2]
+	b1, b2 := s.b1[s.rank], s.b1[s.rank+1]
+	klo, khi := s.start[b1], s.start[b2]
 	s.mine = slices.Grow(s.mine[:0], khi-klo)[:khi-klo]
 	if khi > klo {
-		if err := s.sorted.Get(ctx, []int{klo}, []int{khi - 1}, s.mine, nil); err != nil {
-			return fmt.Errorf("isga: get my buckets: %w", err)
+		if err := s.redist.Get(ctx, []int{klo}, []int{khi - 1}, s.mine, nil); err != nil {
+			return fmt.Errorf("isga: get my keys: %w", err)
 		}
 	}
-	v1, v2 := s.b1*s.nbk, s.b2*s.nbk
+	v1, v2 := b1*s.nbk, b2*s.nbk
 	s.buff1 = slices.Grow(s.buff1[:0], v2-v1)[:v2-v1]
 	clear(s.buff1)
 	for _, k := range s.mine {
@@ -308,14 +327,16 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 // fullVerify sorts the keys with the last ranks (each rank Puts its sorted run into the key
 // array) and counts keys out of order across the whole array.
 func (s *sorter) fullVerify(ctx context.Context) error {
-	klo, khi := s.start[s.b1], s.start[s.b2]
-	v1 := s.b1 * s.nbk
+	b1, b2 := s.b1[s.rank], s.b1[s.rank+1]
+	klo, khi := s.start[b1], s.start[b2]
+	v1 := b1 * s.nbk
 	out := make([]int32, khi-klo)
 	for _, k := range s.mine {
 		r := &s.buff1[int(k)-v1]
 		*r--
 		out[int(*r)-klo] = k
 	}
+	// (Run synchronized after the last iteration: no rank still reads the keys)
 	if khi > klo {
 		if err := s.keys.Put(ctx, []int{klo}, []int{khi - 1}, out, nil); err != nil {
 			return fmt.Errorf("isga: put sorted run: %w", err)
