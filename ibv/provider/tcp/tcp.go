@@ -1,0 +1,342 @@
+// Package tcp is goarmci's RC-over-TCP network provider: every port listens on a TCP endpoint,
+// packets of the shared transport engine (ibv/internal/engine) travel as length-prefixed frames
+// on TCP streams, one stream per path (local port, remote port address, DLID, source path bits),
+// opened lazily and shared by all queue pairs on that path. The engine provides the RC and UD
+// semantics (PSN, ACK, retry, APM); a broken stream is a path fault the engine recovers from by
+// retransmission, automatic path migration (seed 000 ch. 9) or failure of the QP.
+//
+// UD queue pairs work too (datagrams over the same streams), with the port MTU as limit.
+package tcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/wire"
+)
+
+// PortConfig describes one port.
+type PortConfig struct {
+	// Listen is the TCP endpoint to listen on, e.g. "127.0.0.1:0" or "169.254.1.2:0". The port's
+	// address (PortAttr.Addr) is the endpoint actually bound.
+	Listen string
+	// Ifname is the network interface the endpoint belongs to (informational).
+	Ifname string
+	// LMC: the port answers to 2^LMC LIDs (path bits, seed 000 §2.2); each (DLID, source path
+	// bits) pair to a destination gets its own stream.
+	LMC uint8
+	// MTU is the port MTU in bytes (default 4096): the largest RC segment and UD datagram.
+	MTU int
+}
+
+// Config configures a device.
+type Config struct {
+	Name  string
+	Ports []PortConfig
+	// DialTimeout bounds connection set-up, including the hello exchange (default 3 s).
+	DialTimeout time.Duration
+	// Engine tuning (zero values: engine defaults).
+	TimeoutFloor time.Duration
+	Window       int
+	// WrapTransport, when set, wraps the transport the engine sends requests through (tests
+	// inject loss and duplication with it).
+	WrapTransport func(engine.Transport) engine.Transport
+	Log           *zerolog.Logger
+}
+
+// ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
+var ErrProtocol = errors.New("tcp: stream protocol violation")
+
+const (
+	helloVersion = 1
+	maxFrame     = 1<<20 + wire.MaxHeaderLen
+	readBufSize  = 256 << 10
+)
+
+var nextLID atomic.Uint32
+
+type port struct {
+	num  uint8
+	cfg  PortConfig
+	ln   net.Listener
+	addr string
+	ip   net.IP
+	down atomic.Bool
+}
+
+type connKey struct {
+	port  uint8
+	addr  string
+	dlid  uint16
+	pbits uint8
+}
+
+// Driver is the tcp provider's device driver. Tests reach it through Context.Driver().
+type Driver struct {
+	*engine.Device
+	cfg   Config
+	ports []*port
+	log   zerolog.Logger
+	ctx   *ibv.Context
+
+	mu     sync.Mutex
+	conns  map[connKey]*conn // dialed streams by path
+	all    map[*conn]struct{}
+	closed bool
+
+	stop   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open opens a tcp device (the provider's ibv_open_device): it listens on every port and
+// returns the device context. Errors wrap ibv.ErrInvalidArgument (bad configuration) or the
+// listen error.
+func Open(cfg Config) (*ibv.Context, error) {
+	if len(cfg.Ports) == 0 || len(cfg.Ports) > 255 {
+		return nil, fmt.Errorf("tcp: %w: %d ports", ibv.ErrInvalidArgument, len(cfg.Ports))
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 3 * time.Second
+	}
+	if cfg.Name == "" {
+		cfg.Name = "tcp0"
+	}
+	d := &Driver{cfg: cfg, conns: map[connKey]*conn{}, all: map[*conn]struct{}{}}
+	if cfg.Log != nil {
+		d.log = *cfg.Log
+	} else {
+		d.log = zerolog.Nop()
+	}
+	d.stop, d.cancel = context.WithCancel(context.Background())
+	var attrs []ibv.PortAttr
+	for i, pc := range cfg.Ports {
+		if pc.MTU == 0 {
+			pc.MTU = 4096
+		}
+		if pc.MTU < 256 || pc.MTU > 1<<20 || pc.LMC > 7 {
+			d.closeListeners()
+			return nil, fmt.Errorf("tcp: %w: port %d MTU %d LMC %d", ibv.ErrInvalidArgument, i+1, pc.MTU, pc.LMC)
+		}
+		ln, err := net.Listen("tcp", pc.Listen)
+		if err != nil {
+			d.closeListeners()
+			return nil, fmt.Errorf("tcp: port %d: %w", i+1, err)
+		}
+		ta := ln.Addr().(*net.TCPAddr)
+		p := &port{num: uint8(i + 1), cfg: pc, ln: ln, addr: ta.String(), ip: ta.IP}
+		d.ports = append(d.ports, p)
+		lid := uint16(nextLID.Add(1<<pc.LMC) - (1 << pc.LMC) + 1)
+		attrs = append(attrs, ibv.PortAttr{Num: p.num, State: ibv.PortActive, LID: lid, LMC: pc.LMC, MTU: pc.MTU,
+			Addr: p.addr, Ifname: pc.Ifname})
+	}
+	var tr engine.Transport = (*transport)(d)
+	if cfg.WrapTransport != nil {
+		tr = cfg.WrapTransport(tr)
+	}
+	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "tcp", Ports: attrs, Close: d.shutdown,
+		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log}})
+	d.ctx = ibv.NewContext(d)
+	for _, p := range d.ports {
+		d.wg.Add(1)
+		go d.acceptLoop(p)
+	}
+	return d.ctx, nil
+}
+
+func (d *Driver) closeListeners() {
+	for _, p := range d.ports {
+		_ = p.ln.Close()
+	}
+}
+
+// shutdown stops every goroutine and closes every socket (called by Device.Close).
+func (d *Driver) shutdown() error {
+	d.mu.Lock()
+	d.closed = true
+	conns := make([]*conn, 0, len(d.all))
+	for c := range d.all {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	d.cancel()
+	d.closeListeners()
+	for _, c := range conns {
+		c.fail(ibv.ErrClosed)
+	}
+	d.wg.Wait()
+	return nil
+}
+
+// SetPortDown emulates pulling (down=true) or plugging back a port's cable: while down, every
+// stream of the port is closed, no new stream is accepted or opened, the port reports PortDown
+// and EventPortErr (EventPortActive when it comes back) is posted.
+func (d *Driver) SetPortDown(num uint8, down bool) error {
+	if num == 0 || int(num) > len(d.ports) {
+		return fmt.Errorf("tcp: %w: port %d", ibv.ErrInvalidArgument, num)
+	}
+	p := d.ports[num-1]
+	if p.down.Swap(down) == down {
+		return nil
+	}
+	if down {
+		d.SetPortState(num, ibv.PortDown)
+		d.mu.Lock()
+		var victims []*conn
+		for c := range d.all {
+			if c.port == p {
+				victims = append(victims, c)
+			}
+		}
+		d.mu.Unlock()
+		for _, c := range victims {
+			c.fail(fmt.Errorf("tcp: port %d down", num))
+		}
+		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortErr, Port: num, Detail: "link down"})
+	} else {
+		d.SetPortState(num, ibv.PortActive)
+		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortActive, Port: num})
+	}
+	return nil
+}
+
+// transport is the engine.Transport of the device.
+type transport Driver
+
+func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
+	c, err := (*Driver)(t).stream(path)
+	if err != nil {
+		return err
+	}
+	return c.send(hdr, payload)
+}
+
+func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
+	d := (*Driver)(t)
+	c, err := d.stream(path)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
+	defer cancel()
+	select {
+	case <-c.settled:
+	case <-ctx.Done():
+		return fmt.Errorf("tcp: probe %s: %w", path.Addr, ctx.Err())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return fmt.Errorf("tcp: probe %s: %w", path.Addr, c.err)
+	}
+	return nil
+}
+
+// stream returns the stream of a path, starting a connection when there is none.
+func (d *Driver) stream(path ibv.AHAttr) (*conn, error) {
+	if path.PortNum == 0 || int(path.PortNum) > len(d.ports) {
+		return nil, fmt.Errorf("tcp: %w: local port %d", ibv.ErrInvalidArgument, path.PortNum)
+	}
+	p := d.ports[path.PortNum-1]
+	if p.down.Load() {
+		return nil, fmt.Errorf("tcp: %w: port %d down", ibv.ErrUnreachable, p.num)
+	}
+	k := connKey{port: p.num, addr: path.Addr, dlid: path.DLID, pbits: path.SrcPathBits}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.conns[k]; c != nil {
+		return c, nil
+	}
+	if d.closed {
+		return nil, ibv.ErrClosed
+	}
+	c := newConn(d, p, path.Addr)
+	c.key, c.dialed = k, true
+	d.conns[k] = c
+	d.all[c] = struct{}{}
+	d.wg.Add(1)
+	go c.dial()
+	return c, nil
+}
+
+func (d *Driver) forget(c *conn) {
+	d.mu.Lock()
+	if c.dialed && d.conns[c.key] == c {
+		delete(d.conns, c.key)
+	}
+	delete(d.all, c)
+	d.mu.Unlock()
+}
+
+func (d *Driver) acceptLoop(p *port) {
+	defer d.wg.Done()
+	for {
+		nc, err := p.ln.Accept()
+		if err != nil {
+			if d.stop.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			d.log.Warn().Err(err).Str("port", p.addr).Msg("tcp: accept")
+			select {
+			case <-d.stop.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if p.down.Load() {
+			_ = nc.Close()
+			continue
+		}
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		c := newConn(d, p, "")
+		c.nc = nc
+		d.all[c] = struct{}{}
+		d.wg.Add(1)
+		d.mu.Unlock()
+		go c.accept()
+	}
+}
+
+// hello frames open a stream in both directions: version, the sender's port address.
+func appendHello(b []byte, addr string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(2+len(addr)))
+	b = append(b, helloVersion, byte(len(addr)))
+	return append(b, addr...)
+}
+
+func readHello(r io.Reader) (string, error) {
+	var h [6]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return "", err
+	}
+	n := binary.LittleEndian.Uint32(h[:])
+	if h[4] != helloVersion || n < 2 || n != 2+uint32(h[5]) {
+		return "", fmt.Errorf("%w: hello version %d length %d", ErrProtocol, h[4], n)
+	}
+	addr := make([]byte, h[5])
+	if _, err := io.ReadFull(r, addr); err != nil {
+		return "", err
+	}
+	return string(addr), nil
+}
