@@ -116,7 +116,7 @@ var table = []Knob{
 			c.Rails = rails
 			return nil
 		}},
-	{Name: "GOARMCI_LOG_LEVEL", Type: "enum(trace|debug|info|warn|error|fatal|panic|disabled)",
+	{Name: "GOARMCI_LOG_LEVEL", Type: "enum(zerolog level)",
 		Default: "warn", Doc: "zerolog level of the runtime's log",
 		get: func(c *Config) string { return c.LogLevel },
 		set: func(c *Config, v string) error {

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/goarmci/goarmci/internal/bootstrap"
+	"github.com/goarmci/goarmci/internal/config"
+)
+
+// job is one `goarmci run`: np local ranks of exe around a rendezvous service.
+type job struct {
+	np             int
+	exe            string
+	args           []string
+	env            []string
+	transport      string
+	startupTimeout time.Duration
+	timeout        time.Duration // whole job; 0 = none
+	grace          time.Duration // SIGTERM → SIGKILL
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// rankExit is how one rank ended.
+type rankExit struct {
+	rank int
+	code int // exit code, 128+signal when killed by a signal
+	err  error
+}
+
+const exitTimeout = 124 // as coreutils timeout
+
+// run starts the ranks and waits for them; it returns run's exit code: 0 when every rank
+// succeeded, else the first failing rank's code.
+func (j *job) run(ctx context.Context) int {
+	errOut := &lockedWriter{w: j.stderr}
+	say := func(format string, a ...any) { errOut.Write([]byte("goarmci: " + fmt.Sprintf(format, a...) + "\n")) }
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		say("rendezvous: %v", err)
+		return 1
+	}
+	jobID := newJobID()
+	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID))
+	if err != nil {
+		ln.Close()
+		say("rendezvous: %v", err)
+		return 1
+	}
+	defer srv.Close()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	outs := &lockedWriter{w: j.stdout}
+	cmds := make([]*exec.Cmd, j.np)
+	prefixers := make([]*prefixWriter, 0, 2*j.np)
+	exits := make(chan rankExit, j.np)
+	var waiters sync.WaitGroup
+	started := 0
+	for r := range j.np {
+		cmd := exec.Command(j.exe, j.args...)
+		cmd.Env = append(append([]string(nil), j.env...),
+			config.EnvRank+"="+strconv.Itoa(r),
+			config.EnvSize+"="+strconv.Itoa(j.np),
+			config.EnvRDV+"="+srv.Addr().String(),
+			config.EnvJobID+"="+jobID,
+			config.EnvLocalRank+"="+strconv.Itoa(r),
+			config.EnvLocalSize+"="+strconv.Itoa(j.np),
+		)
+		if j.transport != "" {
+			cmd.Env = append(cmd.Env, "GOARMCI_TRANSPORT="+j.transport)
+		}
+		if j.startupTimeout > 0 {
+			cmd.Env = append(cmd.Env, "GOARMCI_STARTUP_TIMEOUT="+j.startupTimeout.String())
+		}
+		po := &prefixWriter{prefix: []byte("[" + strconv.Itoa(r) + "] "), out: outs}
+		pe := &prefixWriter{prefix: []byte("[" + strconv.Itoa(r) + "] "), out: errOut}
+		prefixers = append(prefixers, po, pe)
+		cmd.Stdout, cmd.Stderr = po, pe
+		if r == 0 && j.stdin != nil {
+			if f, ok := j.stdin.(*os.File); ok {
+				cmd.Stdin = f // rank 0 reads the job's stdin, as mpirun
+			}
+		}
+		// Own process group: a terminal's ^C reaches only goarmci, which forwards it once.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.WaitDelay = 2 * time.Second
+		if err := cmd.Start(); err != nil {
+			say("rank %d: %v", r, err)
+			exits <- rankExit{rank: r, code: 1, err: err}
+			break
+		}
+		cmds[r] = cmd
+		started++
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			err := cmd.Wait()
+			exits <- rankExit{rank: r, code: exitCode(cmd, err), err: err}
+		}()
+	}
+
+	var (
+		timeoutC  <-chan time.Time
+		killC     <-chan time.Time
+		firstCode = 0
+		stopping  = false
+		remaining = started
+	)
+	if started < j.np {
+		remaining++ // the failed start sits in exits
+	}
+	if j.timeout > 0 {
+		t := time.NewTimer(j.timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	done := make([]bool, j.np)
+	stop := func(sig syscall.Signal) {
+		for r, c := range cmds {
+			if c != nil && !done[r] {
+				_ = syscall.Kill(-c.Process.Pid, sig)
+			}
+		}
+	}
+	startKillTimer := func() {
+		if killC == nil {
+			killC = time.After(j.grace)
+		}
+	}
+	for remaining > 0 {
+		select {
+		case e := <-exits:
+			remaining--
+			done[e.rank] = true
+			if e.code != 0 && firstCode == 0 {
+				firstCode = e.code
+				if !stopping {
+					say("rank %d failed (%s); stopping the other ranks", e.rank, describeExit(e))
+					stopping = true
+					stop(syscall.SIGTERM)
+					startKillTimer()
+				}
+			}
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			if stopping {
+				stop(syscall.SIGKILL) // second signal: no more patience
+				continue
+			}
+			stopping = true
+			stop(sig)
+			startKillTimer()
+			if firstCode == 0 {
+				firstCode = 128 + int(sig)
+			}
+		case <-timeoutC:
+			say("job timeout %v reached; stopping the ranks", j.timeout)
+			if firstCode == 0 {
+				firstCode = exitTimeout
+			}
+			stopping = true
+			stop(syscall.SIGTERM)
+			startKillTimer()
+		case <-killC:
+			stop(syscall.SIGKILL)
+		}
+	}
+	waiters.Wait()
+	for _, p := range prefixers {
+		p.Flush()
+	}
+	return firstCode
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	if err == nil {
+		return 0
+	}
+	if cmd.ProcessState == nil {
+		return 1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		if c := ws.ExitStatus(); c > 0 {
+			return c
+		}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return ee.ExitCode()
+	}
+	return 1
+}
+
+func describeExit(e rankExit) string {
+	if e.code > 128 && e.code < 128+65 {
+		return fmt.Sprintf("killed by %v", syscall.Signal(e.code-128))
+	}
+	return fmt.Sprintf("exit code %d", e.code)
+}
+
+func newJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// lockedWriter serializes whole-line writes from several ranks.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// prefixWriter prefixes every line with the rank and writes whole lines only, so lines of
+// different ranks never interleave. Flush writes a final unterminated line.
+type prefixWriter struct {
+	prefix []byte
+	out    io.Writer
+	mu     sync.Mutex
+	buf    []byte
+}
+
+// maxPartialLine: a line longer than this is written in pieces (each piece prefixed).
+const maxPartialLine = 64 << 10
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	p.buf = append(p.buf, b...)
+	var block []byte
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			if len(p.buf) >= maxPartialLine {
+				block = append(append(append(block, p.prefix...), p.buf...), '\n')
+				p.buf = p.buf[:0]
+			}
+			break
+		}
+		block = append(append(block, p.prefix...), p.buf[:i+1]...)
+		p.buf = p.buf[i+1:]
+	}
+	if len(block) > 0 {
+		if _, err := p.out.Write(block); err != nil {
+			return 0, err
+		}
+	}
+	if len(p.buf) == 0 {
+		p.buf = nil
+	}
+	return n, nil
+}
+
+// Flush writes an unterminated last line, adding the newline.
+func (p *prefixWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 {
+		line := append(append(append([]byte(nil), p.prefix...), p.buf...), '\n')
+		_, _ = p.out.Write(line)
+		p.buf = nil
+	}
+}
