@@ -122,8 +122,9 @@ func releaseBuffer(b *buffer) {
 
 // bufMap is a peer's buffer mapped into this process.
 type bufMap struct {
-	mem []byte
-	ino uint64
+	mem  []byte
+	ino  uint64
+	refs int // QP cache entries using it (guarded by the peer's mu)
 }
 
 // mapPeerBuffer maps the buffer a peer's descriptor names, checking that the file behind the

@@ -30,8 +30,8 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		},
-		AllocFunc: shm.AllocBuffer,
-		FreeFunc:  shm.FreeBuffer,
+		AllocFunc:    shm.AllocBuffer,
+		FreeFunc:     shm.FreeBuffer,
 		Capabilities: ibvtest.Caps{RC: true, Atomics: true, Accumulate: true, APM: true},
 	})
 }

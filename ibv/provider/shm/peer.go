@@ -20,8 +20,9 @@ type peer struct {
 	id   uint64
 	own  bool // this device's own segment (loopback): not unmapped by the peer
 
-	mu   sync.Mutex
-	maps map[uint64]*bufMap // by buffer id
+	mu      sync.Mutex
+	maps    map[uint64]*bufMap // by buffer id
+	zombies []*bufMap
 }
 
 func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
@@ -41,6 +42,12 @@ func (p *peer) unmap() error {
 		}
 		delete(p.maps, id)
 	}
+	for _, m := range p.zombies {
+		if err := xunix.Unmap(m.mem); err != nil && first == nil {
+			first = err
+		}
+	}
+	p.zombies = nil
 	if !p.own && p.seg != nil {
 		if err := xunix.Unmap(p.seg.mem); err != nil && first == nil {
 			first = err
@@ -50,25 +57,71 @@ func (p *peer) unmap() error {
 	return first
 }
 
-// buffer returns this process's mapping of the peer's shared buffer described by desc.
+// buffer returns this process's mapping of the peer's shared buffer described by desc, with a
+// reference the caller gives back with release. Mapping a new buffer first unmaps the buffers
+// no QP uses any more and no live descriptor of the peer names (the peer freed them): otherwise
+// a peer's freed memory would stay resident as long as this process lives.
 func (p *peer) buffer(desc *mrDesc) (*bufMap, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.seg == nil {
+		return nil, ibv.ErrClosed
+	}
 	if m, ok := p.maps[desc.bufID]; ok && m.ino == desc.bufIno && uint64(len(m.mem)) >= desc.bufSize {
+		m.refs++
 		return m, nil
 	}
+	p.sweepLocked()
 	m, err := mapPeerBuffer(p.pid, desc)
 	if err != nil {
 		return nil, err
 	}
 	if old, ok := p.maps[desc.bufID]; ok {
-		_ = xunix.Unmap(old.mem) // cannot be in use: a mapping is only used under a descriptor that named it
+		p.zombies = append(p.zombies, old) // cannot happen with unique ids; kept until Close
 	}
 	if p.maps == nil {
 		p.maps = map[uint64]*bufMap{}
 	}
+	m.refs = 1
 	p.maps[desc.bufID] = m
 	return m, nil
+}
+
+// release gives back a reference taken by buffer.
+func (p *peer) release(m *bufMap) {
+	p.mu.Lock()
+	m.refs--
+	p.mu.Unlock()
+}
+
+// sweepLocked unmaps the buffers that no QP references and no live descriptor names.
+func (p *peer) sweepLocked() {
+	if len(p.maps) == 0 {
+		return
+	}
+	named := make(map[uint64]bool, len(p.maps))
+	for i := range p.seg.mrs {
+		s := &p.seg.mrs[i]
+		if s.free() {
+			continue
+		}
+		if d, _, ok := s.snapshot(); ok && d.valid && d.bufID != 0 {
+			named[d.bufID] = true
+		}
+	}
+	for id, m := range p.maps {
+		if m.refs == 0 && !named[id] {
+			_ = xunix.Unmap(m.mem)
+			delete(p.maps, id)
+		}
+	}
+}
+
+// mapped is the number of the peer's buffers mapped here (for tests).
+func (p *peer) mapped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.maps)
 }
 
 // openPeer maps the control segment of the endpoint at addr.

@@ -61,6 +61,16 @@ type remoteMR struct {
 	length uint64
 	mem    []byte // the region through this process's mapping; nil: cross-memory attach
 	pid    int
+	peer   *peer   // owner of bm
+	bm     *bufMap // the mapping mem lies in (a reference), or nil
+}
+
+// drop gives back the entry's mapping reference and empties it.
+func (r *remoteMR) drop() {
+	if r.bm != nil {
+		r.peer.release(r.bm)
+	}
+	*r = remoteMR{}
 }
 
 // CreateQP implements ibv.Driver: RC only (UD is not provided by shm).
@@ -201,7 +211,9 @@ func (q *qpDrv) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) err
 
 func (q *qpDrv) resetCachesLocked() {
 	q.tslot, q.tseq, q.taccess = nil, 0, 0
-	q.rcache = [4]remoteMR{}
+	for i := range q.rcache {
+		q.rcache[i].drop()
+	}
 }
 
 // flushLocked completes every queued request with WR_FLUSH_ERR (QP in ERROR).
@@ -508,6 +520,11 @@ func (q *qpDrv) checkResponderLocked() ibv.WCStatus {
 // lookupMRLocked finds rkey in the responder's MR table and resolves its memory.
 func (q *qpDrv) lookupMRLocked(rkey uint32) (*remoteMR, ibv.WCStatus) {
 	p := q.peer
+	for i := range q.rcache { // stale entries give their mappings back (see peer.buffer)
+		if c := &q.rcache[i]; c.slot != nil && c.slot.seq.Load() != c.seq {
+			c.drop()
+		}
+	}
 	s, d, seq, ok := p.seg.findMR(rkey)
 	if !ok {
 		return nil, ibv.WCRemAccessErr
@@ -517,7 +534,10 @@ func (q *qpDrv) lookupMRLocked(rkey uint32) (*remoteMR, ibv.WCStatus) {
 		m, err := p.buffer(&d)
 		if err == nil && d.bufOff <= uint64(len(m.mem)) && d.length <= uint64(len(m.mem))-d.bufOff {
 			r.mem = m.mem[d.bufOff : d.bufOff+d.length : d.bufOff+d.length]
-		} else if err != nil {
+			r.peer, r.bm = p, m
+		} else if err == nil {
+			p.release(m)
+		} else {
 			q.dev.log.Debug().Err(err).Msg("mapping peer buffer; falling back to cross-memory attach")
 		}
 	}
@@ -533,7 +553,14 @@ func (q *qpDrv) lookupMRLocked(rkey uint32) (*remoteMR, ibv.WCStatus) {
 		}
 	}
 	c := &q.rcache[q.rnext]
+	for i := range q.rcache { // prefer an empty entry
+		if q.rcache[i].slot == nil {
+			c = &q.rcache[i]
+			break
+		}
+	}
 	q.rnext = (q.rnext + 1) % len(q.rcache)
+	c.drop()
 	*c = r
 	return c, ibv.WCSuccess
 }

@@ -562,3 +562,35 @@ func TestConcurrentAtomicsManyQPs(t *testing.T) {
 		require.Equal(t, ibv.StateRTS, qp.State())
 	}
 }
+
+func TestFreedPeerBuffersAreUnmapped(t *testing.T) {
+	a, b := pair(t)
+	dev := a.ctx.Driver().(*device)
+	write := func(mr *ibv.MR) {
+		wc := do(t, a, a.qp, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{1}, RemoteAddr: mr.Addr, RKey: mr.RKey})
+		require.Equal(t, ibv.WCSuccess, wc.Status)
+	}
+	keep, err := AllocBuffer(4096)
+	require.NoError(t, err)
+	kmr, err := b.pd.RegMR(keep, ibv.AccessAll)
+	require.NoError(t, err)
+	write(kmr)
+	for i := 0; i < 20; i++ { // a target that allocates and frees segments over and over
+		buf, err := AllocBuffer(1 << 20)
+		require.NoError(t, err)
+		mr, err := b.pd.RegMR(buf, ibv.AccessAll)
+		require.NoError(t, err)
+		write(mr)
+		require.Equal(t, byte(1), buf[0])
+		require.NoError(t, mr.Dereg())
+		require.NoError(t, FreeBuffer(buf))
+	}
+	write(kmr)
+	dev.mu.Lock()
+	p := dev.peers[b.addr]
+	dev.mu.Unlock()
+	require.LessOrEqual(t, p.mapped(), 2, "freed buffers are not kept mapped")
+	require.GreaterOrEqual(t, p.mapped(), 1, "the live one is")
+	require.NoError(t, kmr.Dereg())
+	require.NoError(t, FreeBuffer(keep))
+}
