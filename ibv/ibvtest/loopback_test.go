@@ -35,6 +35,8 @@ type loopQP struct {
 	qp    *ibv.QP
 	recvs []ibv.RecvWR
 	rnr   []pendingSend // sends waiting for a receive at this QP (RNR retry 7)
+	// waitingAt is the peer whose rnr queue holds this QP's sends.
+	waitingAt *loopQP
 	// The attributes the data path needs, kept here so no QP lock is taken under loop.mu.
 	access ibv.Access
 	qkey   uint32
@@ -132,6 +134,18 @@ func (q *loopQP) flushLocked() {
 		p.from.fail(&p.wr, ibv.WCWRFlushErr)
 	}
 	q.rnr = nil
+	if w := q.waitingAt; w != nil {
+		q.waitingAt = nil
+		keep := w.rnr[:0]
+		for _, p := range w.rnr {
+			if p.from == q {
+				q.fail(&p.wr, ibv.WCWRFlushErr)
+			} else {
+				keep = append(keep, p)
+			}
+		}
+		w.rnr = keep
+	}
 }
 
 // fail completes wr with an error status and moves the QP to ERROR (posting QP_FATAL) first.
@@ -214,6 +228,7 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 		data := gather(bufs)
 		if len(peer.recvs) == 0 || len(peer.rnr) > 0 {
 			peer.rnr = append(peer.rnr, pendingSend{from: q, wr: *wr, data: data})
+			q.waitingAt = peer
 			return nil
 		}
 		peer.deliver(q, wr, data)

@@ -18,6 +18,8 @@ func Run(t *testing.T, p Provider) {
 	t.Run("APMRequests", s.testAPM)
 	t.Run("RDMA", s.testRDMA)
 	t.Run("Unsignaled", s.testUnsignaled)
+	t.Run("Ordering", s.testOrdering)
+	t.Run("ManyQPs", s.testManyQPs)
 	t.Run("Atomics", s.testAtomics)
 	t.Run("AtomicAlignment", s.testAtomicAlignment)
 	t.Run("Accumulate", s.testAccumulate)

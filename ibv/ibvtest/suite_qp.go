@@ -270,6 +270,16 @@ func (s *suite) testFlushOnError(t *testing.T) {
 		checkQueuesEmpty(t, qa, "after the flush")
 		checkQueuesEmpty(t, qb, "after the flush")
 	})
+	t.Run("OutstandingSend", func(t *testing.T) {
+		// A send that waits for a receive (RNR) when its QP is moved to ERROR is flushed.
+		s.needSendRecv(t)
+		qa, _ := s.connect(t)
+		require.NoError(t, qa.PostSend(&ibv.SendWR{ID: 40, Opcode: ibv.OpSend, Flags: ibv.SendSignaled, LocalBuf: []byte("pending")}))
+		require.NoError(t, qa.PostSend(&ibv.SendWR{ID: 41, Opcode: ibv.OpSend, Flags: ibv.SendSignaled, LocalBuf: []byte("pending too")}))
+		require.NoError(t, qa.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState))
+		expectFlushed(t, qa.SendCQ(), qa.Num(), 40, 41)
+		checkQueuesEmpty(t, qa, "after the flush")
+	})
 }
 
 func (s *suite) testReconnectAfterReset(t *testing.T) {
