@@ -586,3 +586,21 @@ func TestBadInput(t *testing.T) {
 		require.NoError(t, a.Destroy(ctx))
 	})
 }
+
+// TestOverNetwork runs patch round trips, ReadInc and the collectives over the network
+// transport (RC over TCP) and over a mix: two pretend nodes of shared-memory ranks.
+func TestOverNetwork(t *testing.T) {
+	body := func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		roundTrip[float64](ctx, t, rt, []int{7, 5})
+		roundTrip[complex64](ctx, t, rt, []int{4, 3, 5})
+		readInc[int64](ctx, t, rt)
+		collectives(ctx, t, rt)
+	}
+	t.Run("tcp", func(t *testing.T) {
+		rmatest.Run(t, 3, body, rmatest.Transport(rma.TransportTCP))
+	})
+	t.Run("two nodes", func(t *testing.T) {
+		rmatest.Run(t, 4, body, rmatest.Transport(rma.TransportAuto),
+			rmatest.Hosts(func(rank int) string { return fmt.Sprintf("node%d", rank/2) }))
+	})
+}

@@ -2,7 +2,6 @@ package globalarray
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/goarmci/goarmci/globalarray/dist"
@@ -32,6 +31,14 @@ type Handle struct {
 //
 // Errors: the first error of the parts (transport, context); all parts are waited for.
 func (h *Handle) Wait(ctx context.Context) error {
+	if err := h.wait(ctx); err != nil {
+		return fmt.Errorf("ga: NGA_NbWait: %w", err)
+	}
+	return nil
+}
+
+// wait waits for every part and returns the first error.
+func (h *Handle) wait(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
@@ -46,10 +53,7 @@ func (h *Handle) Wait(ctx context.Context) error {
 		h.hs[i] = nil
 	}
 	h.hs = nil
-	if first != nil {
-		return fmt.Errorf("ga: NGA_NbWait: %w", first)
-	}
-	return nil
+	return first
 }
 
 // Put copies buf into the patch [lo, hi] (NGA_Put). buf holds the patch row-major with leading
@@ -143,14 +147,14 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 			h.hs = append(h.hs, x)
 		}
 	}
-	if ierr != nil || block {
-		// Wait even after an issue error, so no buffer stays in use.
-		werr := h.Wait(context.WithoutCancel(ctx))
-		if ierr == nil && werr != nil {
-			ierr = errors.Unwrap(werr) // drop the NGA_NbWait prefix
-		}
-		if ierr != nil {
-			return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, ierr)
+	if ierr != nil {
+		// Wait for what was issued even so, so no buffer stays in use (as rma does).
+		_ = h.wait(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, ierr)
+	}
+	if block {
+		if err := h.wait(ctx); err != nil {
+			return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, err)
 		}
 		return nil, nil
 	}
