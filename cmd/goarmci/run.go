@@ -79,7 +79,7 @@ exit code (128+signal for a rank killed by a signal, 124 when --timeout expires)
 	fl.SetInterspersed(false) // flags after PROGRAM belong to it
 	fl.IntVarP(&f.np, "np", "n", 0, "number of ranks (also -np N, as mpirun)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole job; 0 = none (exit code 124 when hit)")
-	fl.DurationVar(&f.startupTimeout, "startup-timeout", 0, "sets GOARMCI_STARTUP_TIMEOUT for the ranks and bounds the rendezvous")
+	fl.DurationVar(&f.startupTimeout, "startup-timeout", 0, "sets GOARMCI_STARTUP_TIMEOUT (deadline of the ranks' start-up waits)")
 	fl.StringVar(&f.transport, "transport", "", "shortcut for GOARMCI_TRANSPORT (auto, shm or tcp)")
 	fl.DurationVar(&f.grace, "grace", 3*time.Second, "after stopping ranks with SIGTERM, wait this long before SIGKILL")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -367,4 +368,28 @@ func TestUnreachableRendezvous(t *testing.T) {
 	assert.Contains(t, err.Error(), "launcher slurm")
 	assert.Contains(t, err.Error(), "rank 0")
 	assert.Contains(t, err.Error(), addr)
+}
+
+// TestNoGoroutineLeak: clients and a server, closed, leave no goroutine behind.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s, err := NewServer(ln, 3)
+	require.NoError(t, err)
+	runRanks(t, s, 3, func(c *Client) error { return c.Barrier(context.Background()) })
+	// A rank-0-hosted service too.
+	c, err := Connect(context.Background(), Info{Launcher: LauncherSingle, Rank: 0, Size: 1})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, s.Close())
+	// Poll in this goroutine (assert.Eventually would add goroutines of its own).
+	for i := 0; i < 2000 && runtime.NumGoroutine() > before; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if runtime.NumGoroutine() > before {
+		t.Errorf("goroutine leak")
+		buf := make([]byte, 1<<20)
+		t.Logf("goroutines: before %d, now %d\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	}
 }
