@@ -1,0 +1,5 @@
+//go:build !race
+
+package globalarray
+
+const raceEnabled = false
