@@ -172,6 +172,7 @@ func (e *Engine) removeQP(q *QP) {
 // (the payload is copied into memory). Malformed packets and packets for unknown QPs are
 // dropped. b collects deferred ACKs (see Batch); it must not be used by two goroutines at once.
 func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
+	raceAcquire()
 	var p wire.Packet
 	if err := wire.Decode(pkt, &p); err != nil {
 		e.log.Debug().Err(err).Msg("engine: dropped malformed packet")

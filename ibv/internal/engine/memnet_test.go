@@ -58,6 +58,7 @@ func (n *memNet) send(from, to string, hdr, payload []byte) error {
 	}
 	pkt := make([]byte, 0, len(hdr)+len(payload))
 	pkt = append(append(pkt, hdr...), payload...)
+	RaceRelease()
 	copies := 1
 	if fault != nil {
 		drop, dup := fault(pkt, from, to)

@@ -5,10 +5,17 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goarmci/goarmci/ibv/internal/engine"
 )
+
+// directMax is the largest frame a sender writes to the socket itself when the stream is idle
+// (no writer hop for ACKs and small requests: waking a parked goroutine costs more than the write).
+var directMax = 2048
 
 // conn is one TCP stream of a path. Frames (4-byte little-endian length, packet) are appended to
 // wbuf by any goroutine and written by the stream's writer, which writes everything queued in one
@@ -26,8 +33,14 @@ type conn struct {
 	wbuf     []byte
 	spare    []byte
 	ready    bool
+	writing  bool // the writer goroutine is writing outside mu
 	err      error
 	settledC bool
+	raw      syscall.RawConn
+	direct   []byte // frame being written directly (under mu)
+	directN  int
+	directE  error
+	writeFn  func(fd uintptr) bool
 
 	settled chan struct{} // closed when the stream is up or has failed
 	wake    chan struct{}
@@ -52,9 +65,35 @@ func (c *conn) send(hdr, payload []byte) error {
 		c.mu.Unlock()
 		return err
 	}
+	if n := 4 + len(hdr) + len(payload); n <= directMax && c.ready && !c.writing && len(c.wbuf) == 0 && c.raw != nil {
+		f := binary.LittleEndian.AppendUint32(c.direct[:0], uint32(len(hdr)+len(payload)))
+		f = append(append(f, hdr...), payload...)
+		c.direct = f
+		c.directN, c.directE = 0, nil
+		engine.RaceRelease()
+		if err := c.raw.Write(c.writeFn); err == nil && c.directE == nil && c.directN == len(f) {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.directE != nil && c.directE != unix.EAGAIN && c.directE != unix.EINTR {
+			err := c.directE
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("tcp: write to %s: %w", c.remote, err))
+			return err
+		}
+		// the socket buffer is full: the writer goroutine takes the rest
+		c.wbuf = append(c.wbuf, f[max(c.directN, 0):]...)
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return nil
+	}
 	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf, uint32(len(hdr)+len(payload)))
 	c.wbuf = append(c.wbuf, hdr...)
 	c.wbuf = append(c.wbuf, payload...)
+	engine.RaceRelease()
 	ready := c.ready
 	c.mu.Unlock()
 	if ready {
@@ -102,6 +141,16 @@ func (c *conn) up() {
 	c.ready = true
 	c.settledC = true
 	close(c.settled)
+	if sc, ok := c.nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+			c.direct = make([]byte, 0, directMax)
+			c.writeFn = func(fd uintptr) bool {
+				c.directN, c.directE = unix.Write(int(fd), c.direct)
+				return true // never wait for writability here
+			}
+		}
+	}
 	c.mu.Unlock()
 	c.d.wg.Add(1)
 	go c.writer()
@@ -179,12 +228,14 @@ func (c *conn) writer() {
 		for {
 			c.mu.Lock()
 			if c.err != nil || len(c.wbuf) == 0 {
+				c.writing = false
 				c.mu.Unlock()
 				break
 			}
 			buf := c.wbuf
 			c.wbuf = c.spare[:0]
 			c.spare = nil
+			c.writing = true
 			nc := c.nc
 			c.mu.Unlock()
 			_, err := nc.Write(buf)
@@ -193,6 +244,7 @@ func (c *conn) writer() {
 				return
 			}
 			c.mu.Lock()
+			c.writing = false
 			if cap(buf) <= 8<<20 && c.err == nil {
 				c.spare = buf[:0]
 			}
