@@ -24,3 +24,15 @@ func TestBadClass(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), []string{"-class", "Q"}, &out, &errb))
 	assert.Contains(t, errb.String(), "unknown benchmark class")
 }
+
+// Without a launcher the program runs as a singleton job on the Global Arrays path.
+func TestSingletonClassS(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-class", "S"}, &out, &errb)
+	assert.Equal(t, 0, code, errb.String())
+	s := out.String()
+	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n",
+		" Zeta = 8.5971775078648E+00\n", "Global Arrays"} {
+		assert.Contains(t, s, l)
+	}
+}
