@@ -23,7 +23,8 @@ var nbNames = [...]string{"NGA_NbPut", "NGA_NbGet", "NGA_NbAcc"}
 // Handle is a non-blocking patch operation in flight (ga_nbhdl_t): one rma handle per owner
 // block the patch touches.
 type Handle struct {
-	hs []*rma.Handle
+	hs     []*rma.Handle
+	inline [4]*rma.Handle // storage for patches over few owners (one allocation per handle)
 }
 
 // Wait blocks until every part of the operation has completed (NGA_NbWait): for NbPut and
@@ -31,28 +32,29 @@ type Handle struct {
 //
 // Errors: the first error of the parts (transport, context); all parts are waited for.
 func (h *Handle) Wait(ctx context.Context) error {
-	if err := h.wait(ctx); err != nil {
+	if h == nil {
+		return nil
+	}
+	err := waitAll(ctx, h.hs)
+	h.hs = nil
+	if err != nil {
 		return fmt.Errorf("ga: NGA_NbWait: %w", err)
 	}
 	return nil
 }
 
-// wait waits for every part and returns the first error.
-func (h *Handle) wait(ctx context.Context) error {
-	if h == nil {
-		return nil
-	}
+// waitAll waits for every handle, clearing them, and returns the first error.
+func waitAll(ctx context.Context, hs []*rma.Handle) error {
 	var first error
-	for i, x := range h.hs {
+	for i, x := range hs {
 		if x == nil {
 			continue
 		}
 		if err := x.Wait(ctx); err != nil && first == nil {
 			first = err
 		}
-		h.hs[i] = nil
+		hs[i] = nil
 	}
-	h.hs = nil
 	return first
 }
 
@@ -134,31 +136,44 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 		}
 		return nil, nil
 	}
-	h := &Handle{hs: make([]*rma.Handle, 0, c.Count())}
-	var ierr error
-	for c.Next() {
-		dist.Describe(c.BlockLo(), c.BlockHi(), c.Lo(), c.Hi(), lo, bs[:n], a.es, &s)
-		x, err := a.issue(ctx, o, &s, c.Rank, bytes, scale, false)
-		if err != nil {
-			ierr = err
-			break
-		}
-		if x != nil {
-			h.hs = append(h.hs, x)
-		}
-	}
-	if ierr != nil {
-		// Wait for what was issued even so, so no buffer stays in use (as rma does).
-		_ = h.wait(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, ierr)
-	}
+	// Blocking: the handles live on the stack (up to 8 owners). Non-blocking: in the Handle.
 	if block {
-		if err := h.wait(ctx); err != nil {
+		var stack [8]*rma.Handle
+		hs, err := a.issueAll(ctx, o, &c, lo, bs[:n], bytes, scale, stack[:0])
+		if err == nil {
+			err = waitAll(ctx, hs)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, err)
 		}
 		return nil, nil
 	}
+	h := &Handle{}
+	hs, err := a.issueAll(ctx, o, &c, lo, bs[:n], bytes, scale, h.inline[:0])
+	if err != nil {
+		return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, err)
+	}
+	h.hs = hs
 	return h, nil
+}
+
+// issueAll issues the parts of a patch for every block of c, non-blocking, appending their
+// handles to hs. On an issue error it waits for what was issued, so no buffer stays in use (as
+// rma does), and returns the error.
+func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []int, buf []byte, scale complex128, hs []*rma.Handle) ([]*rma.Handle, error) {
+	var s dist.Strided
+	for c.Next() {
+		dist.Describe(c.BlockLo(), c.BlockHi(), c.Lo(), c.Hi(), lo, bs, a.es, &s)
+		x, err := a.issue(ctx, o, &s, c.Rank, buf, scale, false)
+		if err != nil {
+			_ = waitAll(context.WithoutCancel(ctx), hs)
+			return nil, err
+		}
+		if x != nil {
+			hs = append(hs, x)
+		}
+	}
+	return hs, nil
 }
 
 // issue starts one owner's part of a patch transfer: contiguous when the descriptor has no
