@@ -331,7 +331,3 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 	_, err = Open(Config{Ports: []PortConfig{{Listen: "not an address"}}})
 	require.Error(t, err)
 }
-
-func ibvWrite(src []byte, y *side) ibv.SendWR {
-	return ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: src, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey}
-}
