@@ -69,7 +69,7 @@ func Irregular(starts [][]int) Option {
 // block distribution over the default process grid (dist.Regular).
 //
 // Errors: ErrShape (no or more than dist.MaxDims dimensions, a non-positive extent, a chunk of
-// the wrong length), dist.ErrMap (a malformed irregular map, more blocks than ranks),
+// the wrong length), ErrMap (a malformed irregular map, more blocks than ranks),
 // ErrMismatch (ranks passed different arguments; every rank then fails), rma errors from
 // ARMCI_Malloc.
 func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []int, opts ...Option) (*Array[T], error) {

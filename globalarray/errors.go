@@ -15,6 +15,9 @@ var (
 	// its leading dimensions, a leading dimension smaller than the patch, arrays of different
 	// shapes in a collective, or bad extents or distribution options at Create.
 	ErrShape = dist.ErrShape
+	// ErrMap: a bad distribution request at Create (a malformed Irregular map, more blocks
+	// than ranks, Chunk and Irregular together).
+	ErrMap = dist.ErrMap
 	// ErrType: an operation not defined for the element type (ReadInc on a floating-point
 	// array, Max/Min of complex values).
 	ErrType = errors.New("ga: operation not defined for the element type")
