@@ -1,0 +1,27 @@
+package rma
+
+import "errors"
+
+// Sentinel errors; every error from this package wraps one of them (or a context error, or an
+// error of a lower layer for transport failures).
+var (
+	// ErrBadRank: a target rank outside [0, Size).
+	ErrBadRank = errors.New("rma: rank out of range")
+	// ErrOutOfRange: an access outside the target's part of the segment, or a buffer too small.
+	ErrOutOfRange = errors.New("rma: access out of range")
+	// ErrStride: a malformed strided descriptor (more than 8 stride levels, negative counts or
+	// strides, strides that make chunks overlap out of the buffer).
+	ErrStride = errors.New("rma: bad stride descriptor")
+	// ErrBadOp: an unknown read-modify-write or reduction operation.
+	ErrBadOp = errors.New("rma: unknown operation")
+	// ErrType: an unknown element type, or a length/offset that does not fit the type.
+	ErrType = errors.New("rma: bad element type or alignment")
+	// ErrFreed: use of a segment after Free, or of mutexes that were not created.
+	ErrFreed = errors.New("rma: segment freed or resource not created")
+	// ErrFinalized: use of the runtime after Finalize.
+	ErrFinalized = errors.New("rma: runtime finalized")
+	// ErrTransport: an operation failed in the network (its completion status is in the message).
+	ErrTransport = errors.New("rma: transport failure")
+	// ErrConfig: a bad configuration value.
+	ErrConfig = errors.New("rma: bad configuration")
+)

@@ -1,0 +1,283 @@
+package rma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/goarmci/goarmci/hybridft"
+)
+
+// sysSegment layout: barrier flags, then the collective scratch (one slot per rank).
+const (
+	barrierSlots  = 64 // one flag per dissemination round: enough for 2^64 ranks
+	flagBytes     = barrierSlots * 8
+	scratchTotal  = 1 << 20 // bytes of collective scratch per rank, split into Size slots
+	minSlot       = 4096
+	completionCQE = 1 << 16
+)
+
+// Init starts the runtime on this rank (ARMCI_Init): it joins the job through the bootstrap,
+// learns which peers share its node, opens the shared-memory and network devices it needs,
+// connects one RC channel to every peer and allocates the runtime's own segment. It is
+// collective. Errors name the stage that failed.
+func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.fillDefaults(); err != nil {
+		return nil, err
+	}
+	if c.StartupTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.StartupTimeout)
+		defer cancel()
+	}
+	r := &Runtime{cfg: c, live: map[int]*Segment{}}
+	if c.Logger != nil {
+		r.log = *c.Logger
+	} else {
+		l, closer := newLogger(&c.env.cfg, -1)
+		r.log = l
+		if closer != nil {
+			r.closers = append(r.closers, closer.Close)
+		}
+	}
+	for _, w := range c.env.warnings {
+		r.log.Warn().Msg(w.String())
+	}
+	defer func() {
+		if err != nil {
+			r.teardown()
+		}
+	}()
+	if c.Bootstrap == nil {
+		b, err := bootstrapFromEnv(ctx, r.log)
+		if err != nil {
+			return nil, fmt.Errorf("rma: init: %w", err)
+		}
+		c.Bootstrap = b
+		r.cfg.Bootstrap = b
+	}
+	r.boot = c.Bootstrap
+	r.closers = append(r.closers, r.boot.Close)
+	r.rank, r.size = r.boot.Rank(), r.boot.Size()
+	r.log = r.log.With().Int("rank", r.rank).Logger()
+
+	// 1. Who shares my node.
+	ids, err := r.boot.AllGather(ctx, []byte(c.HostID))
+	if err != nil {
+		return nil, fmt.Errorf("rma: init: host exchange: %w", err)
+	}
+	r.peers = make([]*peer, r.size)
+	anyLocal, anyRemote := false, false
+	for p := range r.peers {
+		r.peers[p] = &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}
+		if p != r.rank {
+			if r.peers[p].local {
+				anyLocal = true
+			} else {
+				anyRemote = true
+			}
+		}
+	}
+	if c.Transport == TransportShm && anyRemote {
+		return nil, fmt.Errorf("%w: GOARMCI_TRANSPORT=shm but ranks span several nodes", ErrConfig)
+	}
+	// 2. Devices. Every rank opens the same kinds, so segment keys line up.
+	useShm := c.Transport != TransportTCP && anyLocal
+	useNet := c.Transport == TransportTCP || anyRemote
+	flags, err := r.boot.AllGather(ctx, []byte{b2i(useShm), b2i(useNet)})
+	if err != nil {
+		return nil, fmt.Errorf("rma: init: device exchange: %w", err)
+	}
+	for _, f := range flags {
+		if len(f) == 2 {
+			useShm = useShm || f[0] == 1
+			useNet = useNet || f[1] == 1
+		}
+	}
+	if useShm {
+		if err := r.openShm(); err != nil {
+			return nil, fmt.Errorf("rma: init: shared memory: %w", err)
+		}
+	}
+	if useNet {
+		if err := r.openNet(); err != nil {
+			return nil, fmt.Errorf("rma: init: network: %w", err)
+		}
+	}
+	// 3. Connections: one RC channel per peer on its network.
+	if err := r.connect(ctx); err != nil {
+		return nil, fmt.Errorf("rma: init: connect: %w", err)
+	}
+	// 4. The runtime's own segment.
+	slot := max(minSlot, (scratchTotal/r.size)&^63)
+	r.sys, err = r.Malloc(ctx, flagBytes+slot*r.size)
+	if err != nil {
+		return nil, fmt.Errorf("rma: init: system segment: %w", err)
+	}
+	if err := r.boot.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("rma: init: %w", err)
+	}
+	r.log.Debug().Int("size", r.size).Bool("shm", useShm).Bool("net", useNet).Msg("rma initialized")
+	return r, nil
+}
+
+func b2i(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *Config) fillDefaults() error {
+	env, err := envConfig()
+	if err != nil {
+		return err
+	}
+	if c.Transport == "" {
+		c.Transport = env.transport
+	}
+	switch c.Transport {
+	case TransportAuto, TransportShm, TransportTCP:
+	default:
+		return fmt.Errorf("%w: transport %q (want auto, shm or tcp)", ErrConfig, c.Transport)
+	}
+	if len(c.Rails) == 0 {
+		c.Rails = env.rails
+	}
+	if c.HostID == "" {
+		c.HostID = hostID()
+	}
+	if c.Job == "" {
+		c.Job = env.job
+	}
+	c.env = env
+	if c.StartupTimeout == 0 {
+		c.StartupTimeout = env.startup
+	}
+	return nil
+}
+
+// connect creates one connection per peer on the peer's network and exchanges connection
+// information through the bootstrap.
+func (r *Runtime) connect(ctx context.Context) error {
+	conns := make([]*hybridft.Conn, r.size)
+	var blob []byte
+	for p, pe := range r.peers {
+		var info []byte
+		if p != r.rank {
+			pe.net = r.netFor(pe)
+			c, err := r.nets[pe.net].ep.NewConn()
+			if err != nil {
+				return err
+			}
+			conns[p] = c
+			info = c.Local().Marshal()
+		}
+		blob = binary.LittleEndian.AppendUint16(blob, uint16(len(info)))
+		blob = append(blob, info...)
+	}
+	all, err := r.boot.AllGather(ctx, blob)
+	if err != nil {
+		return err
+	}
+	for p, pe := range r.peers {
+		if p == r.rank {
+			continue
+		}
+		info, err := entry(all[p], r.rank)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", p, err)
+		}
+		ci, err := hybridft.UnmarshalConnInfo(info)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", p, err)
+		}
+		if err := conns[p].Connect(ci); err != nil {
+			return fmt.Errorf("rank %d: %w", p, err)
+		}
+		pe.ch, err = r.nets[pe.net].net.NewChannel(conns[p])
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var errBlob = errors.New("rma: malformed exchange blob")
+
+// entry returns the i-th length-prefixed entry of a blob.
+func entry(b []byte, i int) ([]byte, error) {
+	for k := 0; ; k++ {
+		if len(b) < 2 {
+			return nil, errBlob
+		}
+		n := int(binary.LittleEndian.Uint16(b))
+		if len(b) < 2+n {
+			return nil, errBlob
+		}
+		if k == i {
+			return b[2 : 2+n], nil
+		}
+		b = b[2+n:]
+	}
+}
+
+// netFor picks the network that reaches a peer.
+func (r *Runtime) netFor(pe *peer) int {
+	want := TransportTCP
+	if pe.local && r.cfg.Transport != TransportTCP {
+		want = TransportShm
+	}
+	for i, n := range r.nets {
+		if n.kind == want {
+			return i
+		}
+	}
+	return 0
+}
+
+// Finalize ends the runtime (ARMCI_Finalize): it is collective (a barrier first), then closes
+// every channel and device and stops every goroutine the runtime started. Segments not freed are
+// released.
+func (r *Runtime) Finalize(ctx context.Context) error {
+	if r.finalized.Load() {
+		return ErrFinalized
+	}
+	berr := r.Barrier(ctx)
+	if berr == nil {
+		// Out of band: once every rank is here, every rank's last RDMA operation has been
+		// acknowledged, so closing the devices strands no peer's retry.
+		berr = r.boot.Barrier(ctx)
+	}
+	r.finalized.Store(true)
+	r.teardown()
+	if berr != nil {
+		return fmt.Errorf("rma: finalize: %w", berr)
+	}
+	return nil
+}
+
+func (r *Runtime) teardown() {
+	for _, pe := range r.peers {
+		if pe != nil && pe.ch != nil {
+			_ = pe.ch.Close()
+		}
+	}
+	r.segMu.Lock()
+	for id, s := range r.live {
+		_ = s.release()
+		delete(r.live, id)
+	}
+	r.segMu.Unlock()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		if err := r.closers[i](); err != nil {
+			r.log.Debug().Err(err).Msg("finalize")
+		}
+	}
+	r.closers = nil
+}

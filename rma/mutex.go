@@ -1,0 +1,114 @@
+package rma
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
+)
+
+// Mutexes are ticket locks held in a collective segment: mutex m of rank p is two 64-bit words
+// (next ticket, now serving) in p's part. Lock takes a ticket with a remote fetch-and-add and
+// polls "now serving" with remote atomic reads (fetch-and-add of 0) until its turn; Unlock
+// advances "now serving". FIFO-fair, and no target-side thread is involved.
+const mutexBytes = 16
+
+// CreateMutexes creates n mutexes on this rank (ARMCI_Create_mutexes); collective, n may differ
+// per rank. Mutexes created earlier are destroyed.
+func (r *Runtime) CreateMutexes(ctx context.Context, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: %d mutexes", ErrOutOfRange, n)
+	}
+	if r.mutexes != nil {
+		if err := r.DestroyMutexes(ctx); err != nil {
+			return err
+		}
+	}
+	seg, err := r.Malloc(ctx, n*mutexBytes)
+	if err != nil {
+		return err
+	}
+	r.mutexes = seg
+	return r.Barrier(ctx)
+}
+
+// DestroyMutexes destroys the mutexes (ARMCI_Destroy_mutexes); collective.
+func (r *Runtime) DestroyMutexes(ctx context.Context) error {
+	if r.mutexes == nil {
+		return fmt.Errorf("%w: no mutexes", ErrFreed)
+	}
+	err := r.mutexes.Free(ctx)
+	r.mutexes = nil
+	return err
+}
+
+func (r *Runtime) mutexWord(m, proc, word int) (*peer, int, error) {
+	if r.mutexes == nil {
+		return nil, 0, fmt.Errorf("%w: CreateMutexes was not called", ErrFreed)
+	}
+	pe, err := r.peer(proc)
+	if err != nil {
+		return nil, 0, err
+	}
+	if m < 0 || (m+1)*mutexBytes > r.mutexes.Len(proc) {
+		return nil, 0, fmt.Errorf("%w: mutex %d on rank %d (it has %d)", ErrOutOfRange, m, proc, r.mutexes.Len(proc)/mutexBytes)
+	}
+	return pe, m*mutexBytes + 8*word, nil
+}
+
+// fetchAdd64 is a 64-bit fetch-and-add on any rank's part of seg.
+func (r *Runtime) fetchAdd64(ctx context.Context, seg *Segment, pe *peer, off int, v uint64) (uint64, error) {
+	if pe.rank == r.rank {
+		return accum.FetchAdd64(seg.local[off:off+8], v)
+	}
+	raddr, rkey, err := seg.target(pe, off, 8)
+	if err != nil {
+		return 0, err
+	}
+	var res [8]byte
+	if err := r.atomic(ctx, pe, ibv.OpAtomicFetchAdd, res[:], raddr, rkey, v, 0); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(res[:]), nil
+}
+
+// Lock acquires mutex m on rank proc (ARMCI_Lock), blocking until it is granted or ctx ends.
+func (r *Runtime) Lock(ctx context.Context, m, proc int) error {
+	pe, off, err := r.mutexWord(m, proc, 0)
+	if err != nil {
+		return err
+	}
+	ticket, err := r.fetchAdd64(ctx, r.mutexes, pe, off, 1)
+	if err != nil {
+		return fmt.Errorf("rma: lock %d@%d: %w", m, proc, err)
+	}
+	var perr error
+	werr := pollUntil(ctx, func() bool {
+		serving, err := r.fetchAdd64(ctx, r.mutexes, pe, off+8, 0)
+		if err != nil {
+			perr = err
+			return true
+		}
+		return serving == ticket
+	})
+	if perr != nil {
+		return fmt.Errorf("rma: lock %d@%d: %w", m, proc, perr)
+	}
+	return werr
+}
+
+// Unlock releases mutex m on rank proc (ARMCI_Unlock). Operations issued under the lock are
+// completed at the target first, so the next holder sees them.
+func (r *Runtime) Unlock(ctx context.Context, m, proc int) error {
+	pe, off, err := r.mutexWord(m, proc, 1)
+	if err != nil {
+		return err
+	}
+	if err := r.AllFence(ctx); err != nil {
+		return err
+	}
+	_, err = r.fetchAdd64(ctx, r.mutexes, pe, off, 1)
+	return err
+}

@@ -1,0 +1,160 @@
+package rma
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/multirail"
+)
+
+// Bootstrap is the out-of-band service the runtime starts from (internal/bootstrap implements
+// it over the launcher's environment): rank, size and collective exchange of small blobs.
+type Bootstrap interface {
+	Rank() int
+	Size() int
+	// AllGather is collective: every rank contributes data and receives all contributions,
+	// indexed by rank.
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	Barrier(ctx context.Context) error
+	Close() error
+}
+
+// Transport selects how ranks reach each other.
+type Transport string
+
+const (
+	// TransportAuto: shared memory between ranks of one node, the network between nodes.
+	TransportAuto Transport = "auto"
+	// TransportShm: shared memory only (all ranks must share a node).
+	TransportShm Transport = "shm"
+	// TransportTCP: the network (RC over TCP) for every peer, even on one node.
+	TransportTCP Transport = "tcp"
+)
+
+// Config configures Init. The zero value (or a nil *Config) takes everything from the
+// environment (GOARMCI_* variables and the launcher's).
+type Config struct {
+	// Bootstrap, when set, is used instead of the launcher environment (tests, embedding).
+	Bootstrap Bootstrap
+	// Transport, default from GOARMCI_TRANSPORT or TransportAuto.
+	Transport Transport
+	// Rails are the network addresses (IPs) the network provider listens on, one per rail;
+	// default: GOARMCI_RAILS, else the address this rank reaches the rendezvous from, else
+	// 127.0.0.1.
+	Rails []string
+	// HostID overrides node detection (ranks with equal HostID share memory); default
+	// hostname + boot id.
+	HostID string
+	// Job names this job's shared-memory files; default from the launcher.
+	Job string
+	// Logger for runtime events; default from GOARMCI_LOG_LEVEL.
+	Logger *zerolog.Logger
+	// StartupTimeout bounds Init's waits (default 60 s or GOARMCI_STARTUP_TIMEOUT).
+	StartupTimeout time.Duration
+
+	env envDefaults
+}
+
+// peer is the runtime's view of one other rank.
+type peer struct {
+	rank        int
+	local       bool // same node
+	net         int  // index into Runtime.nets; -1 for self
+	ch          *multirail.Channel
+	outstanding atomic.Int64
+}
+
+// Runtime is an initialized ARMCI job on this rank.
+type Runtime struct {
+	cfg   Config
+	boot  Bootstrap
+	rank  int
+	size  int
+	log   zerolog.Logger
+	nets  []*network
+	peers []*peer
+
+	segMu   sync.Mutex
+	nextSeg int
+	live    map[int]*Segment
+
+	sys       *Segment // barrier flags and collective scratch
+	barrierID uint64
+	mutexes   *Segment
+	nMutexes  []int // per rank
+
+	finalized atomic.Bool
+	closers   []func() error
+}
+
+// network is one device with its multirail network.
+type network struct {
+	kind  Transport
+	dev   *ibv.Context
+	ep    *hybridft.Endpoint
+	net   *multirail.Network
+	alloc func(int) ([]byte, func() error, error) // shareable memory for segments, or nil
+}
+
+// Rank is this process's rank (armci_msg_me).
+func (r *Runtime) Rank() int { return r.rank }
+
+// Size is the number of ranks (armci_msg_nproc).
+func (r *Runtime) Size() int { return r.size }
+
+// Logger is the runtime's logger.
+func (r *Runtime) Logger() *zerolog.Logger { return &r.log }
+
+// SameNode reports whether rank p shares this rank's node (and memory path).
+func (r *Runtime) SameNode(p int) bool {
+	if p < 0 || p >= r.size {
+		return false
+	}
+	return p == r.rank || r.peers[p].local
+}
+
+// TransportTo names the transport used to reach rank p ("self", "shm" or "tcp").
+func (r *Runtime) TransportTo(p int) string {
+	if p == r.rank {
+		return "self"
+	}
+	if p < 0 || p >= r.size {
+		return ""
+	}
+	return string(r.nets[r.peers[p].net].kind)
+}
+
+func (r *Runtime) check() error {
+	if r.finalized.Load() {
+		return ErrFinalized
+	}
+	return nil
+}
+
+func (r *Runtime) peer(p int) (*peer, error) {
+	if r.finalized.Load() {
+		return nil, ErrFinalized
+	}
+	if p < 0 || p >= r.size {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadRank, p, r.size)
+	}
+	return r.peers[p], nil
+}
+
+// hostID identifies this node: ranks with equal ids share memory. The network namespace is part
+// of it, so ranks in different namespaces (the testbed's "hosts") talk through the network.
+func hostID() string {
+	h, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/net")
+	return h + "/" + strings.TrimSpace(string(b)) + "/" + ns
+}

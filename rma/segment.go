@@ -1,0 +1,189 @@
+package rma
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/goarmci/goarmci/ibv"
+)
+
+// Segment is collectively allocated memory: every rank owns a part (possibly of a different
+// size, possibly empty) that every rank can access with Put/Get/Acc/Rmw (ARMCI_Malloc's array
+// of remote pointers, as a value).
+type Segment struct {
+	rt     *Runtime
+	id     int
+	local  []byte
+	free   func() error
+	mrs    []*ibv.MR // per network
+	remote []remotePart
+	freed  bool
+}
+
+type remotePart struct {
+	addr  uint64
+	size  int
+	rkeys []uint32 // per network
+}
+
+// pageSize is the allocation granule of segments.
+const pageSize = 4096
+
+// Malloc allocates a segment (ARMCI_Malloc): collective; this rank's part has nbytes bytes
+// (0 allowed), page-aligned and zeroed. Errors wrap ErrOutOfRange for a negative size.
+func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	if nbytes < 0 {
+		return nil, fmt.Errorf("%w: Malloc of %d bytes", ErrOutOfRange, nbytes)
+	}
+	s := &Segment{rt: r, mrs: make([]*ibv.MR, len(r.nets))}
+	r.segMu.Lock()
+	s.id = r.nextSeg
+	r.nextSeg++
+	r.segMu.Unlock()
+	if err := s.allocLocal(nbytes); err != nil {
+		return nil, fmt.Errorf("rma: Malloc: %w", err)
+	}
+	// exchange (size, addr, rkey per network)
+	var blob []byte
+	blob = binary.LittleEndian.AppendUint64(blob, uint64(nbytes))
+	blob = binary.LittleEndian.AppendUint64(blob, addrOf(s.local))
+	for _, mr := range s.mrs {
+		blob = binary.LittleEndian.AppendUint32(blob, mr.RKey)
+	}
+	all, err := r.boot.AllGather(ctx, blob)
+	if err != nil {
+		_ = s.release()
+		return nil, fmt.Errorf("rma: Malloc: %w", err)
+	}
+	s.remote = make([]remotePart, r.size)
+	for p, b := range all {
+		if len(b) != 16+4*len(r.nets) {
+			_ = s.release()
+			return nil, fmt.Errorf("rma: Malloc: rank %d sent %d bytes: %w", p, len(b), errBlob)
+		}
+		rp := remotePart{size: int(binary.LittleEndian.Uint64(b)), addr: binary.LittleEndian.Uint64(b[8:])}
+		for i := range r.nets {
+			rp.rkeys = append(rp.rkeys, binary.LittleEndian.Uint32(b[16+4*i:]))
+		}
+		s.remote[p] = rp
+	}
+	r.segMu.Lock()
+	r.live[s.id] = s
+	r.segMu.Unlock()
+	return s, nil
+}
+
+// allocLocal allocates and registers this rank's part. Memory comes from the shared-memory
+// provider when one is open (so peers on the node reach it with one copy), else from the heap.
+func (s *Segment) allocLocal(nbytes int) error {
+	r := s.rt
+	n := (max(nbytes, 1) + pageSize - 1) &^ (pageSize - 1)
+	var mem []byte
+	for _, nw := range r.nets {
+		if nw.alloc != nil {
+			b, free, err := nw.alloc(n)
+			if err != nil {
+				return err
+			}
+			mem, s.free = b, free
+			break
+		}
+	}
+	if mem == nil {
+		mem = alignedHeap(n)
+	}
+	s.local = mem[:nbytes:nbytes]
+	for i, nw := range r.nets {
+		mr, err := nw.ep.PD.RegMR(mem, ibv.AccessAll)
+		if err != nil {
+			_ = s.release()
+			return err
+		}
+		s.mrs[i] = mr
+	}
+	return nil
+}
+
+// alignedHeap returns n bytes of page-aligned heap memory.
+func alignedHeap(n int) []byte {
+	b := make([]byte, n+pageSize)
+	off := (pageSize - int(addrOf(b)%pageSize)) % pageSize
+	return b[off : off+n : off+n]
+}
+
+func (s *Segment) release() error {
+	var first error
+	for i, mr := range s.mrs {
+		if mr != nil {
+			if err := mr.Dereg(); err != nil && first == nil {
+				first = err
+			}
+			s.mrs[i] = nil
+		}
+	}
+	if s.free != nil {
+		if err := s.free(); err != nil && first == nil {
+			first = err
+		}
+		s.free = nil
+	}
+	return first
+}
+
+// Local is this rank's part of the segment (len = the size this rank asked for).
+func (s *Segment) Local() []byte { return s.local }
+
+// Len is the size in bytes of rank p's part (0 for a bad rank).
+func (s *Segment) Len(p int) int {
+	if p < 0 || p >= len(s.remote) {
+		return 0
+	}
+	return s.remote[p].size
+}
+
+// Free releases the segment (ARMCI_Free): collective; a barrier makes sure no rank still
+// accesses it.
+func (s *Segment) Free(ctx context.Context) error {
+	if s.freed {
+		return fmt.Errorf("%w: segment %d freed twice", ErrFreed, s.id)
+	}
+	if err := s.rt.Barrier(ctx); err != nil {
+		return fmt.Errorf("rma: Free: %w", err)
+	}
+	s.freed = true
+	s.rt.segMu.Lock()
+	delete(s.rt.live, s.id)
+	s.rt.segMu.Unlock()
+	return s.release()
+}
+
+// target resolves (segment, rank, offset, length) to the remote address and key, checking bounds.
+func (s *Segment) target(p *peer, off, n int) (uint64, uint32, error) {
+	if s.freed {
+		return 0, 0, fmt.Errorf("%w: segment %d", ErrFreed, s.id)
+	}
+	rp := &s.remote[p.rank]
+	if off < 0 || n < 0 || off > rp.size || n > rp.size-off {
+		return 0, 0, fmt.Errorf("%w: [%d,+%d) on rank %d whose part has %d bytes", ErrOutOfRange, off, n, p.rank, rp.size)
+	}
+	var key uint32
+	if p.net >= 0 {
+		key = rp.rkeys[p.net]
+	}
+	return rp.addr + uint64(off), key, nil
+}
+
+// localRange checks (offset, length) against this rank's own part.
+func (s *Segment) localRange(off, n int) ([]byte, error) {
+	if s.freed {
+		return nil, fmt.Errorf("%w: segment %d", ErrFreed, s.id)
+	}
+	if off < 0 || n < 0 || off > len(s.local) || n > len(s.local)-off {
+		return nil, fmt.Errorf("%w: [%d,+%d) on own part of %d bytes", ErrOutOfRange, off, n, len(s.local))
+	}
+	return s.local[off : off+n : off+n], nil
+}
