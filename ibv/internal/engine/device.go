@@ -79,6 +79,11 @@ func (d *Device) DeregMR(*ibv.MR) error { return nil }
 // CreateQP creates an engine-run RC or UD QP.
 func (d *Device) CreateQP(qp *ibv.QP) (ibv.QPDriver, error) { return d.e.CreateQP(qp) }
 
+// CreateSRQ creates an engine shared receive queue (ibv.SRQCreator).
+func (d *Device) CreateSRQ(srq *ibv.SRQ, maxWR int) (ibv.SRQDriver, error) {
+	return d.e.CreateSRQ(srq, maxWR)
+}
+
 // CreateAH checks that the local port of the address handle exists.
 func (d *Device) CreateAH(ah *ibv.AH) error {
 	if ah.Attr.PortNum != 0 {

@@ -472,3 +472,58 @@ func TestUD(t *testing.T) {
 	require.Equal(t, ibv.WCLocLenErr, wc.Status)
 	require.Zero(t, y.cq.Len())
 }
+
+func TestSharedReceiveQueue(t *testing.T) {
+	n := newMemNet()
+	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
+	pb, _ := b.QueryPort(1)
+	pa, _ := a.QueryPort(1)
+	pdb, err := b.AllocPD()
+	require.NoError(t, err)
+	srq, err := pdb.CreateSRQ(8)
+	require.NoError(t, err)
+	cqb, err := b.CreateCQ(64)
+	require.NoError(t, err)
+	mr, err := pdb.RegMR(make([]byte, 1<<16), ibv.AccessAll)
+	require.NoError(t, err)
+	pda, _ := a.AllocPD()
+	cqa, _ := a.CreateCQ(64)
+	var xs []*ibv.QP
+	for i := 0; i < 2; i++ {
+		x, err := pda.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqa, RecvCQ: cqa})
+		require.NoError(t, err)
+		y, err := pdb.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqb, RecvCQ: cqb, SRQ: srq})
+		require.NoError(t, err)
+		require.ErrorIs(t, y.PostRecv(&ibv.RecvWR{}), ibv.ErrInvalidArgument)
+		for _, c := range []struct {
+			q, peer *ibv.QP
+			addr    string
+		}{{x, y, pb.Addr}, {y, x, pa.Addr}} {
+			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState|ibv.AttrPort|ibv.AttrAccessFlags))
+			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: c.addr, PortNum: 1}, DestQPN: c.peer.Num(), RQPSN: 1},
+				ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN))
+			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1, Timeout: 1, RetryCnt: 3}, ibv.AttrState|ibv.AttrSQPSN|ibv.AttrTimeout|ibv.AttrRetryCnt))
+		}
+		xs = append(xs, x)
+	}
+	// both senders start before any receive is posted (RNR), then share the SRQ's receives
+	for i, x := range xs {
+		require.NoError(t, x.PostSend(&ibv.SendWR{ID: uint64(i), Opcode: ibv.OpSend, Flags: ibv.SendSignaled, LocalBuf: []byte{byte('a' + i)}}))
+	}
+	require.NoError(t, srq.PostRecv(&ibv.RecvWR{ID: 100, SGL: []ibv.SGE{mr.SGE(0, 16)}}))
+	require.NoError(t, srq.PostRecv(&ibv.RecvWR{ID: 101, SGL: []ibv.SGE{mr.SGE(16, 16)}}))
+	ids := map[uint64]bool{}
+	got := map[byte]bool{}
+	for i := 0; i < 2; i++ {
+		wc := waitWC(t, cqb)
+		require.Equal(t, ibv.WCSuccess, wc.Status)
+		ids[wc.WRID] = true
+		off := (wc.WRID - 100) * 16
+		got[mr.Buf()[off]] = true
+	}
+	require.Equal(t, map[uint64]bool{100: true, 101: true}, ids)
+	require.Equal(t, map[byte]bool{'a': true, 'b': true}, got)
+	for i := 0; i < 2; i++ {
+		require.Equal(t, ibv.WCSuccess, waitWC(t, cqa).Status)
+	}
+}

@@ -32,6 +32,8 @@ type QP struct {
 	rqMu sync.Mutex
 	rq   recvQueue
 	rsp  responder
+	srq  *SRQ // shared receive queue, or nil
+	srqW rwqe // the receive taken from the SRQ last
 }
 
 // attrs the engine keeps (set in Modify under both locks; read under either).
@@ -75,8 +77,31 @@ func newQP(e *Engine, ibq *ibv.QP) *QP {
 	q.sq.wq = make([]swqe, cp.MaxSendWR)
 	q.rq.a = at
 	q.rq.q = make([]rwqe, cp.MaxRecvWR)
+	if s := ibq.SRQ(); s != nil {
+		q.srq, _ = s.Driver().(*SRQ)
+	}
 	q.state.Store(uint32(ibv.StateReset))
 	return q
+}
+
+// popRecv takes the next receive for an incoming message: from the SRQ when the QP has one
+// (rqMu held).
+func (q *QP) popRecv() (*rwqe, bool) {
+	if q.srq != nil {
+		if !q.srq.popInto(&q.srqW) {
+			return nil, false
+		}
+		return &q.srqW, true
+	}
+	return q.rq.pop()
+}
+
+// recvEmpty reports whether no receive is available (rqMu held).
+func (q *QP) recvEmpty() bool {
+	if q.srq != nil {
+		return q.srq.empty()
+	}
+	return q.rq.head == q.rq.tail
 }
 
 func (q *QP) st() ibv.QPState { return ibv.QPState(q.state.Load()) }

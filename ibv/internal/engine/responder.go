@@ -259,7 +259,7 @@ func (q *QP) recvWrite(p *wire.Packet, link Link, first, last bool) bool {
 	}
 	if last && p.Flags&wire.FlagImm != 0 {
 		// write with immediate consumes a receive: check for one before touching memory
-		if q.rq.head == q.rq.tail {
+		if q.recvEmpty() {
 			q.rnr(link, p.PSN, first)
 			return false
 		}
@@ -267,7 +267,7 @@ func (q *QP) recvWrite(p *wire.Packet, link Link, first, last bool) bool {
 	copy(r.dst[r.off:], p.Payload)
 	r.off += uint64(len(p.Payload))
 	if last && p.Flags&wire.FlagImm != 0 {
-		s, _ := q.rq.pop()
+		s, _ := q.popRecv()
 		q.ibq.RecvCQ().Push(ibv.WC{WRID: s.id, Status: ibv.WCSuccess, Opcode: ibv.WCRecvRDMAImm,
 			ByteLen: uint32(r.off), QPNum: q.num, SrcQP: q.rq.a.destQPN, Imm: p.Imm, HasImm: true})
 	}
@@ -288,7 +288,7 @@ func (q *QP) rnr(link Link, psn uint32, first bool) {
 func (q *QP) recvSend(p *wire.Packet, link Link, first, last bool) bool {
 	r := &q.rsp
 	if first {
-		s, ok := q.rq.pop()
+		s, ok := q.popRecv()
 		if !ok {
 			q.rnr(link, p.PSN, true)
 			return false

@@ -66,7 +66,7 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	payload := gather(bufs, 0, int(n), s.pbuf[:0])
 	hdr, err := wire.AppendHeader(s.hbuf[:0], &h, len(payload))
 	if err == nil {
-			if err := q.e.tr.Send(path, hdr, payload); err != nil {
+		if err := q.e.tr.Send(path, hdr, payload); err != nil {
 			q.e.log.Debug().Err(err).Uint32("qp", q.num).Str("dest", path.Addr).Msg("engine: UD send failed")
 		}
 	}
@@ -95,7 +95,7 @@ func (q *QP) recvUD(p *wire.Packet, link Link) {
 	if p.DETH.QKey != q.rq.a.qkey {
 		return
 	}
-	s, ok := q.rq.pop()
+	s, ok := q.popRecv()
 	if !ok {
 		return
 	}

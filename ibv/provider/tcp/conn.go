@@ -141,6 +141,9 @@ func (c *conn) up() {
 	c.ready = true
 	c.settledC = true
 	close(c.settled)
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // Go's default; stated because batching is ours to do
+	}
 	if sc, ok := c.nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
