@@ -527,3 +527,31 @@ func TestSharedReceiveQueue(t *testing.T) {
 		require.Equal(t, ibv.WCSuccess, waitWC(t, cqa).Status)
 	}
 }
+
+// TestForeignAndMalformedPackets: a request from a QP that is not the connected peer, a request
+// for an unknown QP and garbage are dropped without reply and without touching memory.
+func TestForeignAndMalformedPackets(t *testing.T) {
+	n := newMemNet()
+	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{mrSize: 4096})
+	e := y.ctx.Driver().(*Device).Engine()
+	var replies [][]byte
+	link := &recLink{out: &replies}
+	ePSN := y.qp.Driver().(*QP).rsp.ePSN
+	mk := func(src, dst uint32) []byte {
+		b, err := wire.Append(nil, &wire.Header{Opcode: wire.OpWrite, Flags: wire.FlagOnly | wire.FlagAckReq, DestQPN: dst,
+			PSN: ePSN, SrcQPN: src, RETH: wire.RETH{VAddr: y.mr.Addr, RKey: y.mr.RKey, DMALen: 3}}, []byte("bad"))
+		require.NoError(t, err)
+		return b
+	}
+	e.Deliver(nil, mk(x.qp.Num()+100, y.qp.Num()), link)
+	e.Deliver(nil, mk(x.qp.Num(), y.qp.Num()+100), link)
+	for _, g := range [][]byte{nil, {1}, {1, 2, 3}, make([]byte, 100), mk(x.qp.Num(), y.qp.Num())[:30]} {
+		e.Deliver(nil, g, link)
+	}
+	require.Empty(t, replies)
+	require.Zero(t, y.mr.Buf()[0])
+	// the genuine packet is applied and ACKed
+	e.Deliver(nil, mk(x.qp.Num(), y.qp.Num()), link)
+	require.Equal(t, "bad", string(y.mr.Buf()[:3]))
+	require.Len(t, replies, 1)
+}

@@ -328,6 +328,9 @@ func (q *QP) onResponse(p *wire.Packet) {
 		return
 	}
 	s := &q.sq
+	if p.SrcQPN != s.a.destQPN {
+		return // not from the connected peer QP
+	}
 	// a response must name a PSN that was sent: [una-1, sent)
 	if d := wire.PSNDiff(p.PSN, s.una); d < -1 || wire.PSNDiff(p.PSN, s.sent) >= 0 {
 		return

@@ -140,6 +140,9 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 	default:
 		return // RESET/INIT/ERROR: silently dropped
 	}
+	if p.SrcQPN != q.rq.a.destQPN {
+		return // not from the connected peer QP
+	}
 	r := &q.rsp
 	d := wire.PSNDiff(p.PSN, r.ePSN)
 	switch {
