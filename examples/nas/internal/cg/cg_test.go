@@ -36,8 +36,8 @@ func TestSerialClassS(t *testing.T) {
 }
 
 func TestSerialClassW(t *testing.T) {
-	if testing.Short() {
-		t.Skip("class W in -short mode")
+	if testing.Short() || raceEnabled {
+		t.Skip("class W in -short mode or under the race detector")
 	}
 	p, _ := ParamsFor(npb.ClassW)
 	res, err := Serial(p, nil)
@@ -71,6 +71,9 @@ func TestMakeABlocksEqualWhole(t *testing.T) {
 // The matrix is symmetric (A = Σ size_i v_i v_iᵀ + diagonal), columns ascend in each row and the
 // diagonal is present.
 func TestMakeAStructure(t *testing.T) {
+	if raceEnabled {
+		t.Skip("O(nnz·row length) scan, slow under the race detector")
+	}
 	p, _ := ParamsFor(npb.ClassS)
 	m, err := MakeA(p, 0, p.NA)
 	require.NoError(t, err)

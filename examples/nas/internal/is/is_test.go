@@ -59,8 +59,8 @@ func TestSerialClassS(t *testing.T) {
 }
 
 func TestSerialClassW(t *testing.T) {
-	if testing.Short() {
-		t.Skip("class W in -short mode")
+	if testing.Short() || raceEnabled {
+		t.Skip("class W in -short mode or under the race detector")
 	}
 	p, _ := ParamsFor(npb.ClassW)
 	for name, run := range variants {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package cg
+
+const raceEnabled = false

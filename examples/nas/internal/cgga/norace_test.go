@@ -1,0 +1,5 @@
+//go:build !race
+
+package cgga
+
+const raceEnabled = false

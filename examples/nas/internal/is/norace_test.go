@@ -1,0 +1,5 @@
+//go:build !race
+
+package is
+
+const raceEnabled = false
