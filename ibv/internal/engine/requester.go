@@ -213,16 +213,17 @@ func (q *QP) readAtomicPendingBefore(i uint64) bool {
 	return false
 }
 
-// armTimer starts the ACK timer (sqMu held). Each consecutive retry without progress doubles
-// the timeout (up to 8×): a software responder behind a busy scheduler is late more often than
-// its packets are lost, and a spurious go-back-N of a large read would only add load.
+// armTimer starts the ACK timer (sqMu held). After the first retry without progress the
+// timeout doubles (once): a software responder behind a busy scheduler is late more often than
+// its packets are lost, and a spurious go-back-N of a large read only adds load; a larger backoff
+// would delay path migration too much (default: 67 ms + 7 × 134 ms ≈ 1 s to migrate).
 func (q *QP) armTimer() {
 	to := q.e.timeoutNS(q.sq.a.timeout)
 	if to == 0 {
 		q.deadline.Store(0)
 		return
 	}
-	to <<= min(q.sq.retries, 3)
+	to <<= min(q.sq.retries, 1)
 	q.deadline.Store(time.Now().UnixNano() + to)
 	q.e.kickTimer()
 }
