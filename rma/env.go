@@ -34,9 +34,6 @@ func envConfig() (envDefaults, error) {
 	if d.job == "" {
 		d.job = os.Getenv("SLURM_JOB_ID")
 	}
-	if d.job == "" {
-		d.job = fmt.Sprintf("p%d", os.Getpid())
-	}
 	return d, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/goarmci/goarmci/hybridft"
 )
@@ -62,6 +63,14 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		r.cfg.Bootstrap = b
 	}
 	r.boot = c.Bootstrap
+	if r.cfg.Job == "" {
+		// The bootstrap's job id is the same on every rank, whatever the launcher.
+		if j, ok := r.boot.(interface{ JobID() string }); ok && j.JobID() != "" {
+			r.cfg.Job = j.JobID()
+		} else {
+			r.cfg.Job = fmt.Sprintf("p%d", os.Getpid())
+		}
+	}
 	r.closers = append(r.closers, r.boot.Close)
 	r.rank, r.size = r.boot.Rank(), r.boot.Size()
 	r.log = r.log.With().Int("rank", r.rank).Logger()
