@@ -5,7 +5,8 @@
 //
 // Rank 0 prints the NPB report (" Class = A", " Ranks = 4", " Verification = SUCCESSFUL",
 // " Time in seconds = ...", " Mop/s total = ...", " Zeta = ..."); the exit status is 1 when the
-// verification fails, 2 on a usage or runtime error. The kernel is in internal/cgga (distributed)
+// verification fails, 2 on a usage or runtime error. -niter N shortens the run (and fails the
+// verification unless N is the class's iteration count). The kernel is in internal/cgga (distributed)
 // and internal/cg (serial reference).
 package main
 
@@ -36,6 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	class := fs.String("class", "S", "problem class: S, W, A or B")
 	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
+	niter := fs.Int("niter", 0, "outer iterations instead of the class's (for quick runs; the verification then fails)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,6 +50,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "cg:", err)
 		return 2
+	}
+	if *niter < 0 {
+		fmt.Fprintln(stderr, "cg: -niter must be positive")
+		return 2
+	}
+	if *niter > 0 {
+		p.NIter = *niter
 	}
 	if *serial {
 		header(stdout, p, 1, "serial reference")
@@ -69,6 +78,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		header(stdout, p, rt.Size(), "Global Arrays")
 	}
 	res, err := cgga.Run(ctx, rt, p, log)
+	code := 0
+	if err == nil {
+		if !res.Verified {
+			code = 1
+		}
+		// rank 0 reports before Finalize's barrier, so no rank exits (and no launcher stops
+		// rank 0) before the report is out
+		if rt.Rank() == 0 {
+			code = report(stdout, res, rt.Size())
+		}
+	}
 	if ferr := rt.Finalize(ctx); ferr != nil && err == nil {
 		err = fmt.Errorf("finalize: %w", ferr)
 	}
@@ -76,13 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cg: rank %d: %v\n", rt.Rank(), err)
 		return 2
 	}
-	if rt.Rank() != 0 {
-		if !res.Verified {
-			return 1
-		}
-		return 0
-	}
-	return report(stdout, res, rt.Size())
+	return code
 }
 
 func header(w io.Writer, p cg.Params, ranks int, mode string) {

@@ -36,3 +36,15 @@ func TestSingletonClassS(t *testing.T) {
 		assert.Contains(t, s, l)
 	}
 }
+
+// Too few iterations: zeta misses the official value, the report says so and the status is 1.
+func TestUnsuccessfulExitStatus(t *testing.T) {
+	for _, args := range [][]string{{"-serial", "-niter", "2"}, {"-niter", "2"}} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		assert.Equal(t, 1, code, "%v: %s", args, errb.String())
+		assert.Contains(t, out.String(), " Verification = UNSUCCESSFUL\n", args)
+	}
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-niter", "-1"}, &out, &errb))
+}

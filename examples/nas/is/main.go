@@ -69,6 +69,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		header(stdout, p, rt.Size(), "Global Arrays")
 	}
 	res, err := isga.Run(ctx, rt, p, log)
+	code := 0
+	if err == nil {
+		if !res.Verified {
+			code = 1
+		}
+		// rank 0 reports before Finalize's barrier, so no rank exits (and no launcher stops
+		// rank 0) before the report is out
+		if rt.Rank() == 0 {
+			code = report(stdout, res, rt.Size())
+		} else {
+			for _, f := range res.Failures {
+				fmt.Fprintf(stderr, "is: rank %d: %s\n", rt.Rank(), f)
+			}
+		}
+	}
 	if ferr := rt.Finalize(ctx); ferr != nil && err == nil {
 		err = fmt.Errorf("finalize: %w", ferr)
 	}
@@ -76,16 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "is: rank %d: %v\n", rt.Rank(), err)
 		return 2
 	}
-	for _, f := range res.Failures {
-		fmt.Fprintf(stderr, "is: rank %d: %s\n", rt.Rank(), f)
-	}
-	if rt.Rank() != 0 {
-		if !res.Verified {
-			return 1
-		}
-		return 0
-	}
-	return report(stdout, res, rt.Size())
+	return code
 }
 
 func header(w io.Writer, p is.Params, ranks int, mode string) {
