@@ -2,6 +2,7 @@ package ibvtest_test
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -35,6 +36,7 @@ type loopQP struct {
 	qp    *ibv.QP
 	recvs []ibv.RecvWR
 	rnr   []pendingSend // sends waiting for a receive at this QP (RNR retry 7)
+	sqd   []ibv.SendWR // posted in SQD, started on the return to RTS
 	// waitingAt is the peer whose rnr queue holds this QP's sends.
 	waitingAt *loopQP
 	// The attributes the data path needs, kept here so no QP lock is taken under loop.mu.
@@ -119,7 +121,28 @@ func (q *loopQP) Modify(cur, attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		case ibv.StateError:
 			q.flushLocked()
 		case ibv.StateReset:
-			q.recvs, q.rnr = nil, nil
+			q.recvs, q.rnr, q.sqd = nil, nil, nil
+		case ibv.StateSQD:
+			if cur.State == ibv.StateRTS {
+				// Nothing is ever outstanding here: drained at once. (The consumer's Modify has
+				// not returned yet, so it cannot act on the event before the state is SQD.)
+				q.qp.Context().PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.qp.Num()})
+			}
+		case ibv.StateRTS:
+			if cur.State == ibv.StateSQD && len(q.sqd) > 0 {
+				queued := q.sqd
+				q.sqd = nil
+				q.dev.wg.Add(1)
+				go func() {
+					defer q.dev.wg.Done()
+					for q.qp.State() == ibv.StateSQD {
+						runtime.Gosched()
+					}
+					for i := range queued {
+						_ = q.PostSend(&queued[i])
+					}
+				}()
+			}
 		}
 	}
 	return nil
@@ -199,6 +222,12 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 	defer loop.mu.Unlock()
 	if q.qp.State() == ibv.StateError {
 		q.fail(wr, ibv.WCWRFlushErr)
+		return nil
+	}
+	if q.qp.State() == ibv.StateSQD {
+		w := *wr
+		w.SGL = append([]ibv.SGE(nil), wr.SGL...)
+		q.sqd = append(q.sqd, w)
 		return nil
 	}
 	c := q.qp.Context()

@@ -16,6 +16,7 @@ func Run(t *testing.T, p Provider) {
 	t.Run("FlushOnError", s.testFlushOnError)
 	t.Run("ReconnectAfterReset", s.testReconnectAfterReset)
 	t.Run("APMRequests", s.testAPM)
+	t.Run("SQD", s.testSQD)
 	t.Run("RDMA", s.testRDMA)
 	t.Run("Unsignaled", s.testUnsignaled)
 	t.Run("Ordering", s.testOrdering)
