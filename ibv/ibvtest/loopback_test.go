@@ -36,7 +36,7 @@ type loopQP struct {
 	qp    *ibv.QP
 	recvs []ibv.RecvWR
 	rnr   []pendingSend // sends waiting for a receive at this QP (RNR retry 7)
-	sqd   []ibv.SendWR // posted in SQD, started on the return to RTS
+	sqd   []ibv.SendWR  // posted in SQD, started on the return to RTS
 	// waitingAt is the peer whose rnr queue holds this QP's sends.
 	waitingAt *loopQP
 	// The attributes the data path needs, kept here so no QP lock is taken under loop.mu.
