@@ -21,12 +21,13 @@ func TestFinalizeStopsEveryGoroutine(t *testing.T) {
 			var kept []*rma.Runtime
 			var segs []*rma.Segment
 			rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-				seg, err := rt.Malloc(ctx, 1<<20)
+				const slot = 1 << 18
+				seg, err := rt.Malloc(ctx, slot*rt.Size())
 				require.NoError(t, err)
-				buf := make([]byte, 1<<20)
-				for p := 0; p < rt.Size(); p++ {
-					require.NoError(t, rt.Put(ctx, buf, seg, p, 0))
-					require.NoError(t, rt.Get(ctx, seg, p, 0, buf))
+				buf := make([]byte, slot)
+				for p := 0; p < rt.Size(); p++ { // each rank writes only its own slot
+					require.NoError(t, rt.Put(ctx, buf, seg, p, rt.Rank()*slot))
+					require.NoError(t, rt.Get(ctx, seg, p, rt.Rank()*slot, buf))
 				}
 				require.NoError(t, rt.CreateMutexes(ctx, 1))
 				require.NoError(t, rt.Lock(ctx, 0, 0))
