@@ -592,9 +592,6 @@ func TestBadInput(t *testing.T) {
 // TestOverNetwork runs patch round trips, ReadInc and the collectives over the network
 // transport (RC over TCP) and over a mix: two pretend nodes of shared-memory ranks.
 func TestOverNetwork(t *testing.T) {
-	if raceEnabled {
-		t.Skip("race detector: happens-before through TCP sockets is invisible to it (see race_on_test.go)")
-	}
 	body := func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		roundTrip[float64](ctx, t, rt, []int{7, 5})
 		roundTrip[complex64](ctx, t, rt, []int{4, 3, 5})

@@ -1,5 +1,0 @@
-//go:build !race
-
-package globalarray
-
-const raceEnabled = false
