@@ -89,22 +89,34 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	return nil
 }
 
-// pollUntil spins on cond, then backs off to short sleeps so ranks that outnumber the cores do
-// not starve each other (DESIGN.md §8: poll briefly before parking).
+// pollUntil waits for cond: it polls a little with runtime.Gosched, then yields the processor
+// to other processes (sched_yield) between polls, and after a while backs off to short sleeps.
+// Yielding rather than spinning matters when ranks outnumber cores (the common laptop case):
+// the rank being waited for needs the core this one would burn (DESIGN.md §8: waking a parked
+// process costs tens of µs, so park only after yielding for a while).
 func pollUntil(ctx context.Context, cond func() bool) error {
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < 64; i++ {
 		if cond() {
 			return nil
 		}
 		runtime.Gosched()
 	}
-	d := 2 * time.Microsecond
+	for i := 0; i < 4096; i++ {
+		if cond() {
+			return nil
+		}
+		if i%64 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		schedYield()
+	}
+	d := 20 * time.Microsecond
 	for !cond() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		time.Sleep(d)
-		d = min(2*d, 500*time.Microsecond)
+		d = min(2*d, time.Millisecond)
 	}
 	return nil
 }
