@@ -37,11 +37,7 @@ func (r *Runtime) openNet() error {
 	}
 	var ports []tcp.PortConfig
 	for _, ip := range rails {
-		addr := ip
-		if _, _, err := net.SplitHostPort(ip); err != nil {
-			addr = net.JoinHostPort(ip, "0")
-		}
-		ports = append(ports, tcp.PortConfig{Listen: addr})
+		ports = append(ports, tcp.PortConfig{Listen: listenAddr(ip)})
 	}
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports})
 	if err != nil {
@@ -77,4 +73,12 @@ func defaultRail() string {
 		return a.IP.String()
 	}
 	return "127.0.0.1"
+}
+
+// listenAddr turns a rail ("ip" or "ip:port") into a listen address.
+func listenAddr(rail string) string {
+	if _, _, err := net.SplitHostPort(rail); err == nil {
+		return rail
+	}
+	return net.JoinHostPort(rail, "0")
 }

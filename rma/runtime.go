@@ -13,6 +13,7 @@ import (
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -153,6 +154,9 @@ func (r *Runtime) peer(p int) (*peer, error) {
 // hostID identifies this node: ranks with equal ids share memory. The network namespace is part
 // of it, so ranks in different namespaces (the testbed's "hosts") talk through the network.
 func hostID() string {
+	if v := os.Getenv(config.EnvHostID); v != "" {
+		return v
+	}
 	h, _ := os.Hostname()
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	ns, _ := os.Readlink("/proc/self/ns/net")

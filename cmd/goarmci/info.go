@@ -13,6 +13,7 @@ import (
 
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/internal/config"
+	_ "github.com/goarmci/goarmci/rma" // registers the providers-and-rails section
 )
 
 func newInfoCmd() *cobra.Command {
