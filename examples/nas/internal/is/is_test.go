@@ -89,3 +89,16 @@ func TestOutOfOrder(t *testing.T) {
 	slices.Sort(k)
 	assert.Equal(t, 0, OutOfOrder(k))
 }
+
+func BenchmarkSerialClassW(b *testing.B) {
+	p, _ := ParamsFor(npb.ClassW)
+	for name, run := range variants {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if res := run(p); !res.Verified {
+					b.Fatal("not verified")
+				}
+			}
+		})
+	}
+}
