@@ -51,12 +51,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *serial {
+		run, mode := is.Serial, "serial reference"
 		if *buckets {
-			header(stdout, p, 1, "serial reference, buckets")
-			return report(stdout, is.SerialBuckets(p), 1)
+			run, mode = is.SerialBuckets, "serial reference, buckets"
 		}
-		header(stdout, p, 1, "serial reference")
-		return report(stdout, is.Serial(p), 1)
+		header(stdout, p, 1, mode)
+		res, err := run(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "is:", err)
+			return 2
+		}
+		return report(stdout, res, 1)
 	}
 	rt, err := rma.Init(ctx, nil)
 	if err != nil {

@@ -106,6 +106,13 @@ func TestMakeABadRange(t *testing.T) {
 		_, err := MakeA(p, r[0], r[1])
 		assert.ErrorIs(t, err, ErrRange)
 	}
+	bad := p
+	bad.NA, bad.NonZer = 5, 6
+	_, err := MakeA(bad, 0, 5)
+	assert.ErrorIs(t, err, ErrRange)
+	bad.NA = 0
+	_, err = Serial(bad, nil)
+	assert.ErrorIs(t, err, ErrRange)
 }
 
 func BenchmarkSerialClassS(b *testing.B) {

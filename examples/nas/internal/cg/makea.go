@@ -119,7 +119,10 @@ func generate(p Params) *outer {
 // Every rank can call it for its own rows: the generator is deterministic and replayed in full.
 func MakeA(p Params, firstRow, lastRow int) (*Matrix, error) {
 	n := p.NA
-	if n <= 0 || p.NonZer <= 0 || firstRow < 0 || lastRow > n || firstRow > lastRow {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if firstRow < 0 || lastRow > n || firstRow > lastRow {
 		return nil, fmt.Errorf("cg makea rows [%d,%d) of %d: %w", firstRow, lastRow, n, ErrRange)
 	}
 	o := generate(p)

@@ -49,6 +49,16 @@ func ParamsFor(c npb.Class) (Params, error) {
 	return p, nil
 }
 
+// Validate checks that the parameters describe a runnable problem: NA ≥ 1, 1 ≤ NonZer ≤ NA
+// (sprnvc draws NonZer distinct positions out of NA and could never finish otherwise), NA below
+// 2^30, NIter ≥ 0. Errors: ErrRange.
+func (p Params) Validate() error {
+	if p.NA <= 0 || p.NA >= 1<<30 || p.NonZer <= 0 || p.NonZer > p.NA || p.NIter < 0 {
+		return fmt.Errorf("cg: na %d, nonzer %d, niter %d: %w", p.NA, p.NonZer, p.NIter, ErrRange)
+	}
+	return nil
+}
+
 // Mops returns NPB's Mop/s for CG: 2·niter·na·(3 + nonzer(nonzer+1) + 25(5 + nonzer(nonzer+1)) + 3)
 // floating-point operations, divided by seconds, in millions.
 func (p Params) Mops(seconds float64) float64 {

@@ -46,8 +46,12 @@ type solver struct {
 
 // Run runs CG of class p on every rank of rt (collective: every rank must call it) and returns
 // the result, the same on every rank. If log is not nil the per-iteration ||r|| and zeta lines
-// are written to it (pass it on one rank only). Errors from the GA layer are returned wrapped.
+// are written to it (pass it on one rank only). Errors: cg.ErrRange for bad parameters (every
+// rank returns it before any collective), errors of the GA layer wrapped.
 func Run(ctx context.Context, rt *rma.Runtime, p cg.Params, log io.Writer) (res cg.Result, err error) {
+	if err := p.Validate(); err != nil {
+		return cg.Result{}, err
+	}
 	s := &solver{rt: rt, p: p, lo: []int{0}, hi: []int{p.NA - 1}}
 	names := [5]string{"cg.x", "cg.z", "cg.p", "cg.q", "cg.r"}
 	defer func() {

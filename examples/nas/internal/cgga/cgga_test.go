@@ -74,3 +74,13 @@ func TestRunDetectsWrongZeta(t *testing.T) {
 		assert.Greater(t, res.RelErr, cg.Epsilon)
 	}
 }
+
+// Bad parameters are refused on every rank before any collective.
+func TestRunBadParams(t *testing.T) {
+	p, _ := cg.ParamsFor(npb.ClassS)
+	p.NonZer = p.NA + 1
+	rmatest.Run(t, 2, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+		_, err := Run(ctx, rt, p, nil)
+		assert.ErrorIs(tb, err, cg.ErrRange)
+	})
+}

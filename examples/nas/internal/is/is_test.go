@@ -46,12 +46,13 @@ func TestGenerateKeysBlocks(t *testing.T) {
 	}
 }
 
-var variants = map[string]func(Params) Result{"counts": Serial, "buckets": SerialBuckets}
+var variants = map[string]func(Params) (Result, error){"counts": Serial, "buckets": SerialBuckets}
 
 func TestSerialClassS(t *testing.T) {
 	p, _ := ParamsFor(npb.ClassS)
 	for name, run := range variants {
-		res := run(p)
+		res, err := run(p)
+		require.NoError(t, err)
 		assert.Empty(t, res.Failures, name)
 		assert.Equal(t, Passes, res.Passed, name)
 		assert.True(t, res.Verified, name)
@@ -64,7 +65,8 @@ func TestSerialClassW(t *testing.T) {
 	}
 	p, _ := ParamsFor(npb.ClassW)
 	for name, run := range variants {
-		res := run(p)
+		res, err := run(p)
+		require.NoError(t, err)
 		assert.Empty(t, res.Failures, name)
 		assert.True(t, res.Verified, name)
 	}
@@ -75,7 +77,8 @@ func TestSerialDetectsWrongRanks(t *testing.T) {
 	p, _ := ParamsFor(npb.ClassS)
 	p.TestRank[2]++
 	for name, run := range variants {
-		res := run(p)
+		res, err := run(p)
+		require.NoError(t, err)
 		assert.False(t, res.Verified, name)
 		assert.Equal(t, Passes-MaxIterations, res.Passed, name)
 		assert.Len(t, res.Failures, MaxIterations, name)
@@ -95,10 +98,32 @@ func BenchmarkSerialClassW(b *testing.B) {
 	for name, run := range variants {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				if res := run(p); !res.Verified {
+				if res, err := run(p); err != nil || !res.Verified {
 					b.Fatal("not verified")
 				}
 			}
 		})
 	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []npb.Class{npb.ClassS, npb.ClassW, npb.ClassA, npb.ClassB} {
+		p, _ := ParamsFor(c)
+		require.NoError(t, p.Validate(), c)
+	}
+	p, _ := ParamsFor(npb.ClassS)
+	bad := []func(*Params){
+		func(p *Params) { p.TotalKeysLog2 = 4 },
+		func(p *Params) { p.MaxKeyLog2 = 31 },
+		func(p *Params) { p.NumBucketsLog2 = p.MaxKeyLog2 + 1 },
+		func(p *Params) { p.TestIndex[4] = int64(p.NumKeys()) },
+	}
+	for i, f := range bad {
+		q := p
+		f(&q)
+		assert.ErrorIs(t, q.Validate(), ErrParams, "case %d", i)
+		_, err := Serial(q)
+		assert.ErrorIs(t, err, ErrParams, "case %d", i)
+	}
+	assert.Equal(t, int64(-1), p.ExpectedRank(TestArraySize, 1))
 }

@@ -7,6 +7,7 @@
 package is
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
@@ -54,6 +55,30 @@ func ParamsFor(c npb.Class) (Params, error) {
 	return p, nil
 }
 
+// ErrParams is returned for class parameters the kernel cannot run with.
+var ErrParams = errors.New("is: bad parameters")
+
+// Validate checks that the parameters describe a runnable problem: at least 2·MaxIterations+1
+// keys (the per-iteration modification writes keys up to index 2·MaxIterations) and key values
+// above MaxIterations, at most 2^30 keys and key values, buckets no finer than key values, test
+// indices inside the key array.
+func (p Params) Validate() error {
+	switch {
+	case p.TotalKeysLog2 < 5 || p.TotalKeysLog2 > 30:
+		return fmt.Errorf("%w: 2^%d keys", ErrParams, p.TotalKeysLog2)
+	case p.MaxKeyLog2 < 4 || p.MaxKeyLog2 > 30: // key MaxKey − iteration must stay ≥ 0
+		return fmt.Errorf("%w: max key 2^%d", ErrParams, p.MaxKeyLog2)
+	case p.NumBucketsLog2 < 0 || p.NumBucketsLog2 > p.MaxKeyLog2:
+		return fmt.Errorf("%w: 2^%d buckets for max key 2^%d", ErrParams, p.NumBucketsLog2, p.MaxKeyLog2)
+	}
+	for _, ix := range p.TestIndex {
+		if ix < 0 || ix >= int64(p.NumKeys()) {
+			return fmt.Errorf("%w: test index %d outside %d keys", ErrParams, ix, p.NumKeys())
+		}
+	}
+	return nil
+}
+
 // NumKeys is the number of keys (TOTAL_KEYS).
 func (p Params) NumKeys() int { return 1 << p.TotalKeysLog2 }
 
@@ -77,7 +102,11 @@ func (p Params) Mops(seconds float64) float64 {
 // ExpectedRank returns the rank test key i must have in the given iteration (1-based): the
 // class's test_rank_array value shifted as NPB's rank() shifts it (the keys modified in each
 // iteration move some ranks up and others down).
+// It returns -1 for i outside [0, TestArraySize).
 func (p Params) ExpectedRank(i, iteration int) int64 {
+	if i < 0 || i >= TestArraySize {
+		return -1
+	}
 	r, it := p.TestRank[i], int64(iteration)
 	switch p.Class {
 	case npb.ClassS:

@@ -164,13 +164,17 @@ func (s *serial) fullVerify() {
 // MaxIterations timed rankings with partial verification, then the full verification. It ranks
 // by counting key values directly (is.c without USE_BUCKETS), which is the faster variant on
 // this kind of machine; SerialBuckets is the bucket-sort variant.
-func Serial(p Params) Result { return serialRun(p, false) }
+// Errors: ErrParams (see Params.Validate).
+func Serial(p Params) (Result, error) { return serialRun(p, false) }
 
 // SerialBuckets is Serial with is.c's default USE_BUCKETS ranking: keys are first bucket-sorted
 // by their high bits, then counted bucket by bucket.
-func SerialBuckets(p Params) Result { return serialRun(p, true) }
+func SerialBuckets(p Params) (Result, error) { return serialRun(p, true) }
 
-func serialRun(p Params, buckets bool) Result {
+func serialRun(p Params, buckets bool) (Result, error) {
+	if err := p.Validate(); err != nil {
+		return Result{}, err
+	}
 	s := &serial{
 		p:          p,
 		buckets:    buckets,
@@ -192,5 +196,5 @@ func serialRun(p Params, buckets bool) Result {
 	t.Stop()
 	s.fullVerify()
 	return Result{Params: p, Seconds: t.Seconds(), Passed: s.passed, Verified: s.passed == Passes,
-		Failures: s.failures}
+		Failures: s.failures}, nil
 }

@@ -77,8 +77,12 @@ type sorter struct {
 
 // Run runs IS of class p on every rank of rt (collective) and returns the result, the same on
 // every rank (Failures lists only this rank's failed checks). If log is not nil, progress lines
-// are written to it (pass it on one rank only). Errors of the GA layer are returned wrapped.
+// are written to it (pass it on one rank only). Errors: is.ErrParams (every rank returns it
+// before any collective), errors of the GA layer wrapped.
 func Run(ctx context.Context, rt *rma.Runtime, p is.Params, log io.Writer) (res is.Result, err error) {
+	if err := p.Validate(); err != nil {
+		return is.Result{}, err
+	}
 	s := &sorter{rt: rt, p: p, rank: rt.Rank(), size: rt.Size(), nb: p.NumBuckets(), shift: p.Shift()}
 	s.nbk = 1 << s.shift
 	defer func() {

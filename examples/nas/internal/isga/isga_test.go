@@ -52,3 +52,13 @@ func TestRunDetectsWrongRanks(t *testing.T) {
 	}
 	assert.Equal(t, is.MaxIterations, failures)
 }
+
+// Bad parameters are refused on every rank before any collective.
+func TestRunBadParams(t *testing.T) {
+	p, _ := is.ParamsFor(npb.ClassS)
+	p.TestIndex[0] = -1
+	rmatest.Run(t, 2, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+		_, err := Run(ctx, rt, p, nil)
+		assert.ErrorIs(tb, err, is.ErrParams)
+	})
+}
