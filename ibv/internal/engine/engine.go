@@ -278,3 +278,27 @@ func (e *Engine) timerLoop() {
 		}
 	}
 }
+
+// PathFault is a transport's early fault report (seed 003: early detection): the stream or link
+// from local port to the port at addr broke, so packets in flight on it may be lost. Every RC QP
+// whose primary path it is and whose ACK timer runs (it has unacknowledged packets) has the timer
+// expire now: it retransmits at once on a new stream, and when the path stays dead its retries run
+// out in as many attempts (then APM migration or ERROR) instead of after the full timeout chain.
+// It takes no QP lock, so a transport may call it from inside Send.
+func (e *Engine) PathFault(port uint8, addr string) {
+	hit := false
+	e.mu.RLock()
+	for _, q := range e.qps {
+		p := q.pathPtr.Load()
+		if p == nil || p.PortNum != port || p.Addr != addr {
+			continue
+		}
+		if dl := q.deadline.Load(); dl > 1 && q.deadline.CompareAndSwap(dl, 1) {
+			hit = true
+		}
+	}
+	e.mu.RUnlock()
+	if hit {
+		e.kickTimer()
+	}
+}

@@ -555,3 +555,25 @@ func TestForeignAndMalformedPackets(t *testing.T) {
 	require.Equal(t, "bad", string(y.mr.Buf()[:3]))
 	require.Len(t, replies, 1)
 }
+
+// TestPathFaultRetransmitsAtOnce: with an ACK timeout of hours, a lost request is only
+// retransmitted because the transport reports the path fault.
+func TestPathFaultRetransmitsAtOnce(t *testing.T) {
+	n := newMemNet()
+	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
+	x, y := connectRC(t, a, b, pairOpts{timeout: 31})
+	var dropped atomic.Bool
+	n.setFault(func(pkt []byte, from, to string) (bool, bool) {
+		return dropped.CompareAndSwap(false, true), false // lose the first packet only
+	})
+	require.NoError(t, x.qp.PostSend(&ibv.SendWR{ID: 1, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("pf"),
+		RemoteAddr: y.mr.Addr, RKey: y.mr.RKey}))
+	require.True(t, dropped.Load())
+	require.Zero(t, x.cq.Len())
+	pb, _ := b.QueryPort(1)
+	a.Driver().(*Device).Engine().PathFault(1, "not-this-path")
+	a.Driver().(*Device).Engine().PathFault(1, pb.Addr)
+	wc := waitWC(t, x.cq)
+	require.Equal(t, ibv.WCSuccess, wc.Status)
+	require.Equal(t, "pf", string(y.mr.Buf()[:2]))
+}

@@ -25,6 +25,7 @@ type QP struct {
 	state    atomic.Uint32 // ibv.QPState as the engine sees it
 	dead     atomic.Bool
 	deadline atomic.Int64 // ns; 0: no timer running (ACK timeout or RNR wait)
+	pathPtr  atomic.Pointer[ibv.AHAttr] // the primary path, for lock-free PathFault
 
 	sqMu sync.Mutex
 	sq   sendState
@@ -206,6 +207,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	}
 	q.sq.a = a
 	q.rq.a = a
+	q.publishPath()
 
 	from := q.st()
 	var ev ibv.AsyncEvent
@@ -244,6 +246,12 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 		q.ctx.PostEvent(ev)
 	}
 	return nil
+}
+
+// publishPath makes the current primary path visible to PathFault (sqMu held).
+func (q *QP) publishPath() {
+	p := q.sq.a.path
+	q.pathPtr.Store(&p)
 }
 
 // loadAltPath is the APM path load (seed 000 ch. 9, "path loading request"): check that the

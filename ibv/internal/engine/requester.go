@@ -294,7 +294,14 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 		return next
 	}
 	if err := q.e.tr.Send(s.a.path, hdr, payload); err != nil {
+		// the path is known to be broken: retry at the next timer tick instead of after the
+		// ACK timeout (each such retry still counts against RetryCnt)
 		q.e.log.Debug().Err(err).Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: send failed (path fault)")
+		soon := time.Now().UnixNano() + int64(q.e.cfg.Tick)
+		if dl := q.deadline.Load(); dl == 0 || dl > soon {
+			q.deadline.Store(soon)
+			q.e.kickTimer()
+		}
 	}
 	return next
 }
@@ -603,6 +610,7 @@ func (q *QP) tick(now int64) bool {
 	}
 	q.rq.a = s.a
 	q.rqMu.Unlock()
+	q.publishPath()
 	s.retries = 0
 	s.rewind(s.una)
 	q.e.log.Debug().Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: migrated to alternate path")

@@ -126,6 +126,9 @@ func (c *conn) fail(err error) {
 		_ = nc.Close()
 	}
 	c.d.forget(c)
+	if c.d.stop.Err() == nil && c.remote != "" {
+		c.d.Engine().PathFault(c.port.num, c.remote)
+	}
 	if c.d.stop.Err() == nil {
 		c.d.log.Debug().Err(err).Str("local", c.port.addr).Str("remote", c.remote).Msg("tcp: stream closed")
 	}

@@ -340,3 +340,18 @@ func readHello(r io.Reader) (string, error) {
 	}
 	return string(addr), nil
 }
+
+// breakStreams closes every stream of the device without taking a port down (a transient
+// connection fault; tests use it): the engine retransmits on new streams.
+func (d *Driver) breakStreams() int {
+	d.mu.Lock()
+	var victims []*conn
+	for c := range d.all {
+		victims = append(victims, c)
+	}
+	d.mu.Unlock()
+	for _, c := range victims {
+		c.fail(errors.New("tcp: stream broken on purpose"))
+	}
+	return len(victims)
+}
