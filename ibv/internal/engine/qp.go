@@ -24,7 +24,7 @@ type QP struct {
 
 	state    atomic.Uint32 // ibv.QPState as the engine sees it
 	dead     atomic.Bool
-	deadline atomic.Int64 // ns; 0: no timer running (ACK timeout or RNR wait)
+	deadline atomic.Int64               // ns; 0: no timer running (ACK timeout or RNR wait)
 	pathPtr  atomic.Pointer[ibv.AHAttr] // the primary path, for lock-free PathFault
 
 	sqMu sync.Mutex
