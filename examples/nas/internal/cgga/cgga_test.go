@@ -14,14 +14,14 @@ import (
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
-func runRanks(t *testing.T, n int, p cg.Params) []cg.Result {
+func runRanks(t *testing.T, n int, p cg.Params, opts ...rmatest.Option) []cg.Result {
 	t.Helper()
 	results := make([]cg.Result, n)
 	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
 		res, err := Run(ctx, rt, p, nil)
 		require.NoError(tb, err)
 		results[rt.Rank()] = res
-	})
+	}, opts...)
 	return results
 }
 
@@ -83,4 +83,18 @@ func TestRunBadParams(t *testing.T) {
 		_, err := Run(ctx, rt, p, nil)
 		assert.ErrorIs(tb, err, cg.ErrRange)
 	})
+}
+
+// Four ranks on two pretend nodes: shared memory inside a node, the network (RC over TCP)
+// between them. Few iterations, checked against the serial zeta.
+func TestRunTwoNodes(t *testing.T) {
+	p, _ := cg.ParamsFor(npb.ClassS)
+	p.NIter = 2
+	serial, err := cg.Serial(p, nil)
+	require.NoError(t, err)
+	results := runRanks(t, 4, p, rmatest.Transport(rma.TransportAuto),
+		rmatest.Hosts(func(rank int) string { return fmt.Sprintf("node%d", rank/2) }))
+	for r, res := range results {
+		assert.InEpsilon(t, serial.Zeta, res.Zeta, 1e-12, "rank %d", r)
+	}
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
-func runRanks(t *testing.T, n int, p is.Params) []is.Result {
+func runRanks(t *testing.T, n int, p is.Params, opts ...rmatest.Option) []is.Result {
 	t.Helper()
 	results := make([]is.Result, n)
 	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
 		res, err := Run(ctx, rt, p, nil)
 		require.NoError(tb, err)
 		results[rt.Rank()] = res
-	})
+	}, opts...)
 	return results
 }
 
@@ -61,4 +61,24 @@ func TestRunBadParams(t *testing.T) {
 		_, err := Run(ctx, rt, p, nil)
 		assert.ErrorIs(tb, err, is.ErrParams)
 	})
+}
+
+// Three ranks over the network only (RC over TCP), then four on two pretend nodes.
+func TestRunNetwork(t *testing.T) {
+	p, _ := is.ParamsFor(npb.ClassS)
+	for name, opts := range map[string][]rmatest.Option{
+		"tcp":       {rmatest.Transport(rma.TransportTCP)},
+		"two-nodes": {rmatest.Transport(rma.TransportAuto), rmatest.Hosts(func(rank int) string { return fmt.Sprintf("node%d", rank/2) })},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := 3
+			if name == "two-nodes" {
+				n = 4
+			}
+			for r, res := range runRanks(t, n, p, opts...) {
+				assert.Empty(t, res.Failures, "rank %d", r)
+				assert.True(t, res.Verified, "rank %d", r)
+			}
+		})
+	}
 }
