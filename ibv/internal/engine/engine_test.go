@@ -577,3 +577,61 @@ func TestPathFaultRetransmitsAtOnce(t *testing.T) {
 	require.Equal(t, ibv.WCSuccess, wc.Status)
 	require.Equal(t, "pf", string(y.mr.Buf()[:2]))
 }
+
+// reconnect moves an RC QP through RESET→INIT→RTR→RTS towards peer with fresh PSNs.
+func reconnect(t *testing.T, s, peer *side, sq, rq uint32) {
+	pa, err := peer.ctx.QueryPort(1)
+	require.NoError(t, err)
+	require.NoError(t, s.qp.Modify(&ibv.QPAttr{State: ibv.StateReset}, ibv.AttrState))
+	require.NoError(t, s.qp.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState|ibv.AttrPort|ibv.AttrAccessFlags))
+	require.NoError(t, s.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: pa.Addr, PortNum: 1}, DestQPN: peer.qp.Num(), RQPSN: rq},
+		ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN))
+	require.NoError(t, s.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: sq, Timeout: 1, RetryCnt: 3}, ibv.AttrState|ibv.AttrSQPSN|ibv.AttrTimeout|ibv.AttrRetryCnt))
+}
+
+// TestRecycleAfterError: a QP in ERROR is reset and reconnected (hybridft's QP recycling, seed
+// 003 Fig. 8) and works again, with PSNs that wrap around 2^24.
+func TestRecycleAfterError(t *testing.T) {
+	n := newMemNet()
+	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{})
+	wc := post(t, x, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("q"), RemoteAddr: y.mr.Addr, RKey: y.mr.RKey + 1})
+	require.Equal(t, ibv.WCRemAccessErr, wc.Status)
+	require.Equal(t, ibv.StateError, x.qp.State())
+	reconnect(t, x, y, wire.PSNMask-5, wire.PSNMask-300)
+	reconnect(t, y, x, wire.PSNMask-300, wire.PSNMask-5)
+	src := pattern(50000, 8) // 13 packets across the PSN wrap
+	for i := 0; i < 3; i++ {
+		wc = post(t, x, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: src, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
+		require.Equal(t, ibv.WCSuccess, wc.Status)
+		got := make([]byte, len(src))
+		wc = post(t, y, ibv.SendWR{Opcode: ibv.OpRDMARead, LocalBuf: got, RemoteAddr: x.mr.Addr, RKey: x.mr.RKey})
+		require.Equal(t, ibv.WCSuccess, wc.Status)
+		require.Equal(t, x.mr.Buf()[:len(src)], got)
+	}
+	require.Equal(t, src, y.mr.Buf()[:len(src)])
+}
+
+// TestSQDDrain: requests in flight when the QP moves to SQD still complete (retransmitted after
+// loss), new ones wait for RTS, and EventSQDrained follows the last completion.
+func TestSQDDrain(t *testing.T) {
+	n := newMemNet()
+	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
+	x, y := connectRC(t, a, b, pairOpts{retry: 7})
+	pb, _ := b.QueryPort(1)
+	n.setDown(pb.Addr, true)
+	require.NoError(t, x.qp.PostSend(&ibv.SendWR{ID: 1, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("d1"), RemoteAddr: y.mr.Addr, RKey: y.mr.RKey}))
+	require.NoError(t, x.qp.Modify(&ibv.QPAttr{State: ibv.StateSQD}, ibv.AttrState))
+	require.NoError(t, x.qp.PostSend(&ibv.SendWR{ID: 2, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("d2"), RemoteAddr: y.mr.Addr + 8, RKey: y.mr.RKey}))
+	n.setDown(pb.Addr, false)
+	wc := waitWC(t, x.cq)
+	require.Equal(t, uint64(1), wc.WRID)
+	require.Equal(t, ibv.WCSuccess, wc.Status)
+	require.Equal(t, "d1", string(y.mr.Buf()[:2]))
+	waitEvent(t, a, ibv.EventSQDrained)
+	require.Zero(t, x.cq.Len())
+	require.Zero(t, y.mr.Buf()[8], "a request posted in SQD must not start")
+	require.NoError(t, x.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState))
+	wc = waitWC(t, x.cq)
+	require.Equal(t, uint64(2), wc.WRID)
+	require.Equal(t, "d2", string(y.mr.Buf()[8:10]))
+}

@@ -227,7 +227,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	case ibv.StateSQD:
 		q.sq.draining = true
 		q.sq.drainPosted = false
-		if q.sq.head == q.sq.tail {
+		if q.sq.drained() {
 			q.sq.drainPosted = true
 			ev = ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num}
 		}

@@ -83,6 +83,12 @@ func (w *swqe) release() {
 	w.bufs = w.bufs[:0]
 }
 
+// drained reports whether no started request is outstanding (SQD: requests posted after the
+// drain began are not started and do not count).
+func (s *sendState) drained() bool {
+	return wire.PSNDiff(s.sent, s.una) <= 0 && (s.head == s.tail || s.head == s.cur && s.curPkt == 0)
+}
+
 func (s *sendState) slot(i uint64) *swqe { return &s.wq[i%uint64(len(s.wq))] }
 
 // psnAt is the PSN of the next packet to transmit.
@@ -496,7 +502,7 @@ func (q *QP) completeLocked() {
 		q.failLocked(w.status, fmt.Sprintf("local error %v in work request %d", w.status, w.id))
 		return
 	}
-	if s.draining && !s.drainPosted && s.head == s.tail {
+	if s.draining && !s.drainPosted && s.drained() {
 		s.drainPosted = true
 		q.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
 	}
