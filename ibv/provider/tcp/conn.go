@@ -15,7 +15,7 @@ import (
 
 // directMax is the largest frame a sender writes to the socket itself when the stream is idle
 // (no writer hop for ACKs and small requests: waking a parked goroutine costs more than the write).
-var directMax = 2048
+const directMax = 2048
 
 // conn is one TCP stream of a path. Frames (4-byte little-endian length, packet) are appended to
 // wbuf by any goroutine and written by the stream's writer, which writes everything queued in one
