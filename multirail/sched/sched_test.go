@@ -301,7 +301,7 @@ func TestFragmentLoads(t *testing.T) {
 	a := put(30 << 10) // 10K each
 	assert.Equal(t, []int{10 << 10, 10 << 10, 10 << 10}, lensOf(a))
 	p.Complete(Op{Kind: Put, Size: 30 << 10}, []Done{{Sub: 0, Bytes: 10 << 10}}) // sub 0 drained
-	b := put(10 << 10)                                                             // fills sub 0 only
+	b := put(10 << 10)                                                           // fills sub 0 only
 	assert.Equal(t, []Stripe{{Sub: 0, Len: 10 << 10}}, b)
 	c := put(12 << 10) // all at 10K: 4K each
 	assert.Equal(t, []int{4 << 10, 4 << 10, 4 << 10}, lensOf(c))
