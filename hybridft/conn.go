@@ -1,6 +1,7 @@
 package hybridft
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -121,3 +122,11 @@ func (c *Conn) Post(wr *ibv.SendWR) error { return c.qp.PostSend(wr) }
 
 // Close destroys the queue pair.
 func (c *Conn) Close() error { return c.qp.Destroy() }
+
+// Poll takes up to len(wc) completions of the endpoint's connections (the completion filter of
+// seed 000 §10.3: when recovery is on, failed completions of a recoverable path are absorbed here
+// and their work requests re-issued; today every completion passes through).
+func (ep *Endpoint) Poll(wc []ibv.WC) int { return ep.CQ.Poll(wc) }
+
+// Wait blocks until a completion may be ready to Poll, ctx ends or the device closes.
+func (ep *Endpoint) Wait(ctx context.Context) error { return ep.CQ.Wait(ctx) }
