@@ -27,7 +27,11 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 	}
 	_, slot := r.slot(0)
 	chunk := slot - slot%16
-	acc := alignedHeap(chunk)
+	need := min(len(buf), chunk)
+	if len(r.reduceBuf) < need {
+		r.reduceBuf = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+	}
+	acc := r.reduceBuf
 	for start := 0; start < len(buf); start += chunk {
 		part := buf[start:min(len(buf), start+chunk)]
 		if err := r.spread(ctx, part, func(p int) bool { return true }); err != nil {

@@ -52,6 +52,13 @@ type Config struct {
 	// default: GOARMCI_RAILS, else the address this rank reaches the rendezvous from, else
 	// 127.0.0.1.
 	Rails []string
+	// StripePolicy is the multi-rail scheduling policy of the network channels (package
+	// multirail/sched spec: "auto", "fragment", "even", "bss:2", ...); default
+	// GOARMCI_STRIPE_POLICY.
+	StripePolicy string
+	// StripeThreshold is the switchover threshold in bytes below which operations are not
+	// striped; default GOARMCI_STRIPE_THRESHOLD.
+	StripeThreshold int
 	// HostID overrides node detection (ranks with equal HostID share memory); default
 	// hostname + boot id.
 	HostID string
@@ -89,6 +96,7 @@ type Runtime struct {
 	live    map[int]*Segment
 
 	sys       *Segment // barrier flags and collective scratch
+	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID uint64
 	mutexes   *Segment
 	nMutexes  []int // per rank
@@ -102,6 +110,7 @@ type network struct {
 	kind  Transport
 	dev   *ibv.Context
 	ep    *hybridft.Endpoint
+	eps   []*hybridft.Endpoint // one per port (rail); eps[0] == ep
 	net   *multirail.Network
 	alloc func(int) ([]byte, func() error, error) // shareable memory for segments, or nil
 }
