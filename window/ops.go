@@ -1,0 +1,482 @@
+package window
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// opKind is what a queued operation does.
+type opKind uint8
+
+const (
+	kPut opKind = iota
+	kGet
+	kAcc    // Accumulate
+	kGetAcc // GetAccumulate, FetchAndOp
+	kCAS    // CompareAndSwap
+	kDone   // issued (marks accumulates already handled in one issue pass)
+)
+
+// op is one queued operation of an epoch, with its target byte offset already checked.
+type op struct {
+	kind   opKind
+	target int
+	off    int
+	src    []byte // Put source, accumulate origin, CAS new value
+	dst    []byte // Get destination, fetch result
+	cmp    []byte // CAS compare value
+	aop    Op
+	typ    Type
+}
+
+type pending struct {
+	target int
+	h      *rma.Handle
+}
+
+// ---- operations ----
+
+// Put is MPI_Put: it queues a copy of origin to target's window at displacement disp (units of
+// the target's disp_unit). The data is at the target when the epoch closes (or at Flush); until
+// then origin must not change. Errors (nothing queued): ErrRMASync (no access epoch to target),
+// ErrRank, ErrRMARange (outside the target's window), ErrFreed; transport and ctx errors when the
+// queue was full and had to be issued.
+func (w *Window) Put(ctx context.Context, origin []byte, target, disp int) error {
+	return w.enqueue(ctx, op{kind: kPut, target: target, src: origin}, disp, len(origin))
+}
+
+// Get is MPI_Get: it queues a copy of len(result) bytes at displacement disp of target's window
+// into result, which holds them once the epoch closes (or at Flush). Errors as Put's.
+func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error {
+	return w.enqueue(ctx, op{kind: kGet, target: target, dst: result}, disp, len(result))
+}
+
+// Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
+// origin (a whole number of them), atomic per element with respect to the other accumulate-class
+// operations to the same location as the window's AccOps mode states; from this rank to one
+// target they apply in program order. Ops: SUM, PROD, MAX, MIN (not complex), REPLACE. SUM goes
+// lock-free (rma Acc) under AccSameOpNoOp; the others take the target's accumulate lock, a lock
+// word in its window taken with remote atomics, as MPI implementations do for operations the
+// network cannot apply natively. Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching
+// calls only).
+func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target, disp int, o Op) error {
+	if o == OpNoOp {
+		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
+	}
+	return w.enqueue(ctx, op{kind: kAcc, target: target, src: origin, aop: o, typ: typ}, disp, len(origin))
+}
+
+// GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
+// before origin was combined into them with o, atomically per element as Accumulate. With NO_OP,
+// origin is ignored (may be nil) and this is an atomic read of len(result) bytes. result holds the
+// values once the epoch closes or at Flush. Errors as Accumulate's; ErrType when origin and result
+// differ in length (except for NO_OP).
+func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ Type, target, disp int, o Op) error {
+	if o != OpNoOp && len(origin) != len(result) {
+		return fmt.Errorf("%w: GetAccumulate origin %d bytes, result %d bytes", ErrType, len(origin), len(result))
+	}
+	return w.enqueue(ctx, op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
+}
+
+// FetchAndOp is MPI_Fetch_and_op: GetAccumulate of exactly one element of typ (origin and result
+// are one element each; origin is ignored for NO_OP). Errors as GetAccumulate's.
+func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type, target, disp int, o Op) error {
+	if len(result) != typ.Size() || (o != OpNoOp && len(origin) != typ.Size()) {
+		return fmt.Errorf("%w: FetchAndOp needs one %v element (origin %d bytes, result %d bytes)", ErrType, typ, len(origin), len(result))
+	}
+	return w.GetAccumulate(ctx, origin, result, typ, target, disp, o)
+}
+
+// CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
+// target element equals compare it becomes origin; result receives the old value either way
+// (once the epoch closes or at Flush). It is the target's native compare-and-swap, atomic with
+// respect to the other lock-free operations; under AccAnyOp it also takes the accumulate lock.
+// Errors as Accumulate's; ErrOp for a non-integer type.
+func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []byte, typ Type, target, disp int) error {
+	if typ.Size() != 0 && !isInteger(typ) {
+		return fmt.Errorf("%w: CompareAndSwap on %v", ErrOp, typ)
+	}
+	if s := typ.Size(); len(origin) != s || len(compare) != s || len(result) != s {
+		return fmt.Errorf("%w: CompareAndSwap needs one %v element each (origin %d, compare %d, result %d bytes)", ErrType, typ, len(origin), len(compare), len(result))
+	}
+	return w.enqueue(ctx, op{kind: kCAS, target: target, src: origin, cmp: compare, dst: result, aop: OpReplace, typ: typ}, disp, len(result))
+}
+
+// enqueue validates an operation completely, commits it to the epoch and queues it; a full queue
+// is issued (not waited for).
+func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.ep.CheckAccess(o.target); err != nil {
+		return err
+	}
+	if o.kind >= kAcc {
+		if err := checkOp(o.aop, o.typ); err != nil {
+			return err
+		}
+		if n%o.typ.Size() != 0 {
+			return fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, n, o.typ)
+		}
+	}
+	t := o.target
+	if disp < 0 || disp > (math.MaxInt-n)/w.disp[t] {
+		return fmt.Errorf("%w: displacement %d on rank %d", ErrRMARange, disp, t)
+	}
+	off := disp * w.disp[t]
+	if off+n > w.sizes[t] {
+		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
+	}
+	if o.kind >= kAcc && off%o.typ.Align() != 0 {
+		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
+	}
+	if err := w.ep.Access(t); err != nil {
+		return err
+	}
+	o.off = off
+	w.q = append(w.q, o)
+	if len(w.q) >= w.opt.depth {
+		return w.issue(ctx, -1)
+	}
+	return nil
+}
+
+// ---- issue and completion ----
+
+// completeAll issues every queued operation, waits for all of them and fences every target that
+// carried data (a completion on every subchannel used, seed 000 §5.2.1).
+func (w *Window) completeAll(ctx context.Context) error {
+	return w.complete(ctx, -1)
+}
+
+// complete does completeAll for one target (t ≥ 0) or for all (t < 0).
+func (w *Window) complete(ctx context.Context, t int) error {
+	err := w.issue(ctx, t)
+	keep := w.pend[:0]
+	for _, p := range w.pend {
+		if t >= 0 && p.target != t {
+			keep = append(keep, p)
+			continue
+		}
+		if e := p.h.Wait(ctx); e != nil && err == nil {
+			err = fmt.Errorf("window: completing operations to rank %d: %w", p.target, e)
+		}
+	}
+	clear(w.pend[len(keep):])
+	w.pend = keep
+	for u, used := range w.touched {
+		if !used || (t >= 0 && u != t) {
+			continue
+		}
+		if e := w.rt.Fence(ctx, u); e != nil && err == nil {
+			err = fmt.Errorf("window: fence to rank %d: %w", u, e)
+		}
+		w.touched[u] = false
+	}
+	return err
+}
+
+// issue starts the queued operations to t (t < 0: all). Puts and gets go first, in the order of
+// the reordering policy (issueOrder); then the accumulate-class operations of each target in
+// program order, under one accumulate-lock acquisition per target when any needs the lock.
+// Operations leave the queue even when issuing fails (the error is returned).
+func (w *Window) issue(ctx context.Context, t int) error {
+	sel, keep := w.sel[:0], w.q[:0]
+	for _, o := range w.q {
+		if t < 0 || o.target == t {
+			sel = append(sel, o)
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	clear(w.q[len(keep):])
+	w.q = keep
+	defer func() {
+		clear(sel)
+		w.sel = sel[:0]
+	}()
+	if len(sel) == 0 {
+		return nil
+	}
+	// data operations, reordered
+	w.dirs, w.sizesQ, w.order = w.dirs[:0], w.sizesQ[:0], w.order[:0]
+	var idx []int = w.order // reuse: indexes of data ops in sel, then the issue order after them
+	for i, o := range sel {
+		switch o.kind {
+		case kPut:
+			w.dirs = append(w.dirs, dirPut)
+			w.sizesQ = append(w.sizesQ, len(o.src))
+			idx = append(idx, i)
+		case kGet:
+			w.dirs = append(w.dirs, dirGet)
+			w.sizesQ = append(w.sizesQ, len(o.dst))
+			idx = append(idx, i)
+		}
+	}
+	nData := len(idx)
+	idx = issueOrder(w.dirs, w.sizesQ, w.opt.reorder, idx)
+	w.order = idx
+	var err error
+	for _, k := range idx[nData:] {
+		o := &sel[idx[k]]
+		var h *rma.Handle
+		var e error
+		if o.kind == kPut {
+			h, e = w.rt.NbPut(ctx, o.src, w.data, o.target, o.off)
+		} else {
+			h, e = w.rt.NbGet(ctx, w.data, o.target, o.off, o.dst)
+		}
+		if e != nil {
+			err = errors.Join(err, fmt.Errorf("window: issue to rank %d: %w", o.target, e))
+			continue
+		}
+		w.touched[o.target] = true
+		if h != nil {
+			w.pend = append(w.pend, pending{o.target, h})
+		}
+	}
+	// accumulate-class operations, per target in order of first appearance
+	for i := range sel {
+		if sel[i].kind < kAcc || sel[i].kind == kDone {
+			continue
+		}
+		tg := sel[i].target
+		if e := w.accBatch(ctx, sel, i, tg); e != nil {
+			err = errors.Join(err, e)
+		}
+		for j := i; j < len(sel); j++ { // mark this target's accumulates done
+			if sel[j].kind >= kAcc && sel[j].kind != kDone && sel[j].target == tg {
+				sel[j].kind = kDone
+			}
+		}
+	}
+	return err
+}
+
+// native reports whether o has a lock-free implementation on the target's atomics.
+func native(o *op) bool {
+	switch o.kind {
+	case kAcc:
+		return o.aop == OpSum
+	case kGetAcc:
+		return o.aop == OpSum || o.aop == OpNoOp
+	case kCAS:
+		return true
+	}
+	return false
+}
+
+// accBatch runs the accumulate-class operations to tg in sel[from:], in program order. Under
+// AccAnyOp, or when one of them has no native implementation, the target's accumulate lock is
+// held around all of them; native SUM accumulates are still issued as rma Acc under it, the
+// rest are get–combine–put while the lock is held.
+func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err error) {
+	locked := w.opt.accOps == AccAnyOp
+	for j := from; j < len(sel) && !locked; j++ {
+		if sel[j].kind >= kAcc && sel[j].kind != kDone && sel[j].target == tg && !native(&sel[j]) {
+			locked = true
+		}
+	}
+	if locked {
+		if err := w.accLock(ctx, tg); err != nil {
+			return err
+		}
+		defer func() {
+			// completed at the target before the lock goes
+			if e := w.rt.Fence(context.WithoutCancel(ctx), tg); e != nil && err == nil {
+				err = e
+			}
+			if e := w.swap(context.WithoutCancel(ctx), tg, offAccLock, 0); e != nil && err == nil {
+				err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)
+			}
+		}()
+	}
+	inflight := false // rma Accs issued but not yet complete
+	for j := from; j < len(sel); j++ {
+		o := &sel[j]
+		if o.kind < kAcc || o.kind == kDone || o.target != tg {
+			continue
+		}
+		if o.kind == kAcc && o.aop == OpSum {
+			h, e := w.rt.NbAcc(ctx, o.typ, 1, o.src, w.data, tg, o.off)
+			if e != nil {
+				return fmt.Errorf("window: accumulate to rank %d: %w", tg, e)
+			}
+			w.touched[tg] = true
+			if h != nil {
+				w.pend = append(w.pend, pending{tg, h})
+				inflight = true
+			}
+			continue
+		}
+		if inflight { // keep program order with the Accs before this one
+			if e := w.rt.Fence(ctx, tg); e != nil {
+				return e
+			}
+			inflight = false
+		}
+		var e error
+		switch {
+		case o.kind == kCAS:
+			e = w.cas(ctx, o)
+		case !locked:
+			e = w.fetchNative(ctx, o)
+		default:
+			e = w.getCombinePut(ctx, o)
+		}
+		if e != nil {
+			return fmt.Errorf("window: %v to rank %d: %w", o.aop, tg, e)
+		}
+	}
+	return nil
+}
+
+// accLock takes tg's accumulate lock word: compare-and-swap 0 → me+1, retried with backoff.
+func (w *Window) accLock(ctx context.Context, tg int) error {
+	var b backoff
+	for {
+		old, err := w.rt.CompareSwap(ctx, w.sync, tg, offAccLock, 0, int64(w.me+1))
+		if err != nil {
+			return fmt.Errorf("window: accumulate lock on rank %d: %w", tg, err)
+		}
+		if old == 0 {
+			return nil
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("window: accumulate lock on rank %d: %w", tg, err)
+		}
+	}
+}
+
+// getCombinePut applies a non-native accumulate (or any fetching one under the lock): read the
+// target elements, combine, write them back; for GetAccumulate the read lands in the result.
+func (w *Window) getCombinePut(ctx context.Context, o *op) error {
+	n := len(o.dst)
+	if o.kind == kAcc {
+		n = len(o.src)
+	}
+	if cap(w.scratch) < n {
+		w.scratch = make([]byte, n)
+	}
+	buf := w.scratch[:n]
+	if o.kind == kAcc && o.aop == OpReplace {
+		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	}
+	old := buf
+	if o.kind == kGetAcc {
+		old = o.dst
+	}
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, old); err != nil {
+		return err
+	}
+	if o.aop == OpNoOp {
+		return nil
+	}
+	if o.kind == kGetAcc {
+		copy(buf, old)
+	}
+	combine(o.aop, o.typ, buf, o.src)
+	return w.rt.Put(ctx, buf, w.data, o.target, o.off)
+}
+
+// cas is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
+func (w *Window) cas(ctx context.Context, o *op) error {
+	le := binary.LittleEndian
+	if o.typ == Int32 {
+		old, err := w.rt.CompareSwap32(ctx, w.data, o.target, o.off, int32(le.Uint32(o.cmp)), int32(le.Uint32(o.src)))
+		if err != nil {
+			return err
+		}
+		le.PutUint32(o.dst, uint32(old))
+		return nil
+	}
+	old, err := w.rt.CompareSwap(ctx, w.data, o.target, o.off, int64(le.Uint64(o.cmp)), int64(le.Uint64(o.src)))
+	if err != nil {
+		return err
+	}
+	le.PutUint64(o.dst, uint64(old))
+	return nil
+}
+
+// fetchNative is the lock-free GetAccumulate/FetchAndOp: SUM on integers is a fetch-and-add per
+// element; SUM on floating and complex types a compare-and-swap loop per component (4 or 8
+// bytes: complex types add component-wise, as internal/accum does); NO_OP a fetch-and-add of 0
+// per word. One remote atomic (or a few) per element: meant for FetchAndOp and short arrays.
+func (w *Window) fetchNative(ctx context.Context, o *op) error {
+	le := binary.LittleEndian
+	word := 8
+	if o.typ == Int32 || o.typ == Float32 || o.typ == Complex64 {
+		word = 4
+	}
+	for i := 0; i < len(o.dst); i += word {
+		off := o.off + i
+		if o.aop == OpNoOp || isInteger(o.typ) {
+			var add int64
+			if o.aop == OpSum {
+				if word == 4 {
+					add = int64(int32(le.Uint32(o.src[i:])))
+				} else {
+					add = int64(le.Uint64(o.src[i:]))
+				}
+			}
+			if word == 4 {
+				old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, add)
+				if err != nil {
+					return err
+				}
+				le.PutUint32(o.dst[i:], uint32(old))
+			} else {
+				old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, add)
+				if err != nil {
+					return err
+				}
+				le.PutUint64(o.dst[i:], uint64(old))
+			}
+			continue
+		}
+		// floating SUM: compare-and-swap loop on the component
+		if word == 4 {
+			old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, 0)
+			if err != nil {
+				return err
+			}
+			add := math.Float32frombits(le.Uint32(o.src[i:]))
+			for {
+				nv := math.Float32bits(math.Float32frombits(uint32(old)) + add)
+				got, err := w.rt.CompareSwap32(ctx, w.data, o.target, off, int32(old), int32(nv))
+				if err != nil {
+					return err
+				}
+				if uint32(got) == uint32(old) {
+					break
+				}
+				old = int64(got)
+			}
+			le.PutUint32(o.dst[i:], uint32(old))
+		} else {
+			old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, 0)
+			if err != nil {
+				return err
+			}
+			add := math.Float64frombits(le.Uint64(o.src[i:]))
+			for {
+				nv := math.Float64bits(math.Float64frombits(uint64(old)) + add)
+				got, err := w.rt.CompareSwap(ctx, w.data, o.target, off, old, int64(nv))
+				if err != nil {
+					return err
+				}
+				if got == old {
+					break
+				}
+				old = got
+			}
+			le.PutUint64(o.dst[i:], uint64(old))
+		}
+	}
+	return nil
+}

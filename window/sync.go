@@ -1,0 +1,406 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/rma"
+)
+
+// backoff paces a polling loop: a few yields, then sleeps doubling up to 100 µs (DESIGN.md §8:
+// poll briefly before parking, so ranks that outnumber the cores do not starve each other).
+type backoff struct {
+	n int
+	d time.Duration
+}
+
+func (b *backoff) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.n < 200 {
+		b.n++
+		runtime.Gosched()
+		return nil
+	}
+	if b.d == 0 {
+		b.d = time.Microsecond
+	}
+	time.Sleep(b.d)
+	b.d = min(2*b.d, 100*time.Microsecond)
+	return nil
+}
+
+// pollLocal waits until the 8-byte word at byte offset off of this rank's synchronization
+// segment reaches at least v (written by peers with remote atomics).
+func (w *Window) pollLocal(ctx context.Context, off int, v uint64) error {
+	word := w.sync.Local()[off : off+8]
+	var b backoff
+	for {
+		got, err := accum.Load64(word)
+		if err != nil {
+			return err
+		}
+		if got >= v {
+			return nil
+		}
+		if err := b.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (w *Window) faa(ctx context.Context, t, off int, v int64) (int64, error) {
+	return w.rt.Rmw(ctx, rma.FetchAndAddLong, w.sync, t, off, v)
+}
+
+func (w *Window) swap(ctx context.Context, t, off int, v uint64) error {
+	_, err := w.rt.Rmw(ctx, rma.SwapLong, w.sync, t, off, int64(v))
+	return err
+}
+
+// ---- fence ----
+
+// Fence is MPI_Win_fence: collective over all ranks. It completes every operation this rank
+// queued in the closing fence epoch at its target (with a completion on every subchannel that
+// carried data, seed 000 §5.2.1), then runs a dissemination barrier on the window's own flags
+// (seed 001 §3: in round k each rank swaps the fence's id into flag k of rank me+2^k and polls
+// its own flag k; ids only grow, so flags are never reset). Unless a has ModeNoSucceed a new
+// fence epoch opens.
+//
+// Asserts, as the optimizations they allow: ModeNoPrecede skips the completion step (it is
+// ErrRMASync if operations were queued, nothing changed); ModeNoPrecede|ModeNoSucceed skips the
+// barrier too, so the fence is free (no epoch closes or opens across ranks). ModeNoStore and
+// ModeNoPut are accepted and validated but skip nothing here: the only synchronization they would
+// allow to skip is this rank's share of the barrier, which is collective (every rank takes every
+// round), so one rank cannot leave it alone.
+//
+// Errors: ErrRMAConflict inside a PSCW or passive-target epoch, ErrRMASync, ErrArg (asserts),
+// ErrFreed, transport and ctx errors.
+func (w *Window) Fence(ctx context.Context, a Assert) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.Fence(a) }); err != nil {
+		return err
+	}
+	if a&ModeNoPrecede == 0 {
+		if err := w.completeAll(ctx); err != nil {
+			return err
+		}
+	}
+	if a&ModeNoPrecede == 0 || a&ModeNoSucceed == 0 {
+		if err := w.barrier(ctx); err != nil {
+			return err
+		}
+	}
+	return w.ep.Fence(a)
+}
+
+func (w *Window) barrier(ctx context.Context) error {
+	if w.n == 1 {
+		return nil
+	}
+	w.fenceID++
+	id := w.fenceID
+	for k, dist := 0, 1; dist < w.n; k, dist = k+1, dist*2 {
+		to := (w.me + dist) % w.n
+		if err := w.swap(ctx, to, offFence+8*k, id); err != nil {
+			return fmt.Errorf("window: fence round %d to rank %d: %w", k, to, err)
+		}
+		if err := w.pollLocal(ctx, offFence+8*k, id); err != nil {
+			return fmt.Errorf("window: fence round %d: waiting for rank %d: %w", k, (w.me-dist+w.n)%w.n, err)
+		}
+	}
+	return nil
+}
+
+// ---- post / start / complete / wait ----
+
+// Post is MPI_Win_post: it opens an exposure epoch of this rank's window to the origins in group
+// (any subset of ranks, this rank included) and grants each of them access by swapping the count
+// of Posts it made to that origin into the origin's "exposure granted" flag for this rank (an
+// RDMA-written flag the origin's Start polls). With ModeNoCheck no flag is written (the origins'
+// Start must pass ModeNoCheck too). Errors: ErrRMASync (an exposure epoch is open),
+// ErrRMAConflict, ErrArg (group, asserts), ErrFreed, transport and ctx errors.
+func (w *Window) Post(ctx context.Context, group []int, a Assert) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.Post(group, a) }); err != nil {
+		return err
+	}
+	if a&ModeNoCheck == 0 {
+		for _, o := range group {
+			w.postSeq[o]++
+			if err := w.swap(ctx, o, offGrant+8*w.me, w.postSeq[o]); err != nil {
+				w.postSeq[o]--
+				return fmt.Errorf("window: Post: grant to rank %d: %w", o, err)
+			}
+		}
+	}
+	w.expectDone += uint64(len(group))
+	return w.ep.Post(group, a)
+}
+
+// Start is MPI_Win_start: it opens an access epoch to the targets in group, waiting until each
+// has posted to this rank (its grant flag reached the number of Starts this rank made to it).
+// With ModeNoCheck it does not wait. Errors: ErrRMASync (an access epoch is open),
+// ErrRMAConflict (passive epoch, or a fence epoch with operations), ErrArg, ErrFreed, ctx's.
+func (w *Window) Start(ctx context.Context, group []int, a Assert) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.Start(group, a) }); err != nil {
+		return err
+	}
+	if a&ModeNoCheck == 0 {
+		for _, t := range group {
+			if err := w.pollLocal(ctx, offGrant+8*t, w.startSeq[t]+1); err != nil {
+				return fmt.Errorf("window: Start: waiting for rank %d to post: %w", t, err)
+			}
+		}
+		for _, t := range group {
+			w.startSeq[t]++
+		}
+	}
+	return w.ep.Start(group, a)
+}
+
+// Complete is MPI_Win_complete: it completes every operation of the access epoch at its target
+// (a completion on every subchannel that carried data, seed 000 §5.2.1), then adds one to each
+// target's completion counter with a remote fetch-and-add, and closes the epoch. Errors:
+// ErrRMASync without Start, ErrFreed, transport and ctx errors (the epoch stays open).
+func (w *Window) Complete(ctx context.Context) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if !w.ep.InStart() {
+		return w.ep.Complete() // the ErrRMASync
+	}
+	group := w.ep.Started()
+	if err := w.completeAll(ctx); err != nil {
+		return err
+	}
+	for _, t := range group {
+		if _, err := w.faa(ctx, t, offDone, 1); err != nil {
+			return fmt.Errorf("window: Complete: notify rank %d: %w", t, err)
+		}
+	}
+	return w.ep.Complete()
+}
+
+// Wait is MPI_Win_wait: it blocks until every origin of the exposure epoch has called Complete
+// (the completion counter, polled locally, reaches the total the Posts so far expect), then
+// closes the epoch; the origins' operations are then in this rank's window. Errors: ErrRMASync
+// without Post, ErrFreed, ctx's.
+func (w *Window) Wait(ctx context.Context) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if !w.ep.InPost() {
+		return w.ep.Wait()
+	}
+	if err := w.pollLocal(ctx, offDone, w.expectDone); err != nil {
+		return fmt.Errorf("window: Wait: %w", err)
+	}
+	return w.ep.Wait()
+}
+
+// Test is MPI_Win_test: Wait's check without blocking. It reports true (and closes the exposure
+// epoch) when every origin has completed. Errors: ErrRMASync without Post, ErrFreed.
+func (w *Window) Test() (bool, error) {
+	if err := w.alive(); err != nil {
+		return false, err
+	}
+	if !w.ep.InPost() {
+		return false, w.ep.Wait()
+	}
+	v, err := accum.Load64(w.sync.Local()[offDone : offDone+8])
+	if err != nil {
+		return false, err
+	}
+	if v < w.expectDone {
+		return false, nil
+	}
+	return true, w.ep.Wait()
+}
+
+// ---- passive target ----
+
+// Lock is MPI_Win_lock: it opens a passive-target epoch to target t, acquiring t's lock word with
+// remote atomics and no thread at the target: exclusive = compare-and-swap 0 → writer bit,
+// retried with backoff; shared = fetch-and-add 1, undone and retried while the writer bit is set.
+// It returns once the lock is held (shared holders overlap; exclusive ones exclude everyone).
+// Shared holders can starve a waiting exclusive one. ModeNoCheck skips the lock word.
+// Errors: ErrRMASync (t already locked, by Lock or LockAll), ErrRMAConflict, ErrRank, ErrArg,
+// ErrFreed, transport and ctx errors (then nothing is held).
+func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.Lock(t, l, a) }); err != nil {
+		return err
+	}
+	if a&ModeNoCheck == 0 {
+		if err := w.acquire(ctx, l, t); err != nil {
+			return err
+		}
+	}
+	w.lockNoCheck[t] = a&ModeNoCheck != 0
+	return w.ep.Lock(t, l, a)
+}
+
+func (w *Window) acquire(ctx context.Context, l LockType, t int) error {
+	var b backoff
+	for {
+		if l == LockExclusive {
+			old, err := w.rt.CompareSwap(ctx, w.sync, t, offLock, 0, lockWriter)
+			if err != nil {
+				return fmt.Errorf("window: Lock(exclusive, %d): %w", t, err)
+			}
+			if old == 0 {
+				return nil
+			}
+		} else {
+			old, err := w.faa(ctx, t, offLock, 1)
+			if err != nil {
+				return fmt.Errorf("window: Lock(shared, %d): %w", t, err)
+			}
+			if old&lockWriter == 0 {
+				return nil
+			}
+			if _, err := w.faa(context.WithoutCancel(ctx), t, offLock, -1); err != nil {
+				return fmt.Errorf("window: Lock(shared, %d): back off: %w", t, err)
+			}
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("window: Lock(%v, %d): %w", l, t, err)
+		}
+	}
+}
+
+func (w *Window) release(ctx context.Context, l LockType, t int) error {
+	d := int64(-1)
+	if l == LockExclusive {
+		d = -lockWriter
+	}
+	if _, err := w.faa(ctx, t, offLock, d); err != nil {
+		return fmt.Errorf("window: Unlock(%d): %w", t, err)
+	}
+	return nil
+}
+
+// Unlock is MPI_Win_unlock: it completes every operation to t at t (seed 000 §5.2.1), releases
+// t's lock word and closes the epoch. Errors: ErrRMASync (t not locked by Lock), ErrRank,
+// ErrFreed, transport and ctx errors (the epoch stays open).
+func (w *Window) Unlock(ctx context.Context, t int) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.Unlock(t) }); err != nil {
+		return err
+	}
+	if err := w.complete(ctx, t); err != nil {
+		return err
+	}
+	if !w.lockNoCheck[t] {
+		if err := w.release(ctx, w.ep.Locked(t), t); err != nil {
+			return err
+		}
+	}
+	w.lockNoCheck[t] = false
+	return w.ep.Unlock(t)
+}
+
+// LockAll is MPI_Win_lock_all: a shared lock on every rank's window, taken rank by rank as Lock
+// does (ModeNoCheck: none taken). Errors as Lock's; on failure the locks taken are released.
+func (w *Window) LockAll(ctx context.Context, a Assert) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.probe(func(e *Epochs) error { return e.LockAll(a) }); err != nil {
+		return err
+	}
+	if a&ModeNoCheck == 0 {
+		for t := 0; t < w.n; t++ {
+			if err := w.acquire(ctx, LockShared, t); err != nil {
+				for u := 0; u < t; u++ {
+					_ = w.release(context.WithoutCancel(ctx), LockShared, u)
+				}
+				return err
+			}
+		}
+	}
+	w.allNoCheck = a&ModeNoCheck != 0
+	return w.ep.LockAll(a)
+}
+
+// UnlockAll is MPI_Win_unlock_all: it completes every operation at its target, releases every
+// shared lock and closes the epoch. Errors: ErrRMASync without LockAll, transport, ctx.
+func (w *Window) UnlockAll(ctx context.Context) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if !w.ep.LockedAll() {
+		return w.ep.UnlockAll()
+	}
+	if err := w.completeAll(ctx); err != nil {
+		return err
+	}
+	if !w.allNoCheck {
+		for t := 0; t < w.n; t++ {
+			if err := w.release(ctx, LockShared, t); err != nil {
+				return err
+			}
+		}
+	}
+	w.allNoCheck = false
+	return w.ep.UnlockAll()
+}
+
+// Flush is MPI_Win_flush: it completes every operation to t at t (results of Get and the fetching
+// operations are then in their buffers), inside a passive-target epoch to t. Errors: ErrRMASync
+// outside one, ErrRank, ErrFreed, transport and ctx errors.
+func (w *Window) Flush(ctx context.Context, t int) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.ep.Flush(t); err != nil {
+		return err
+	}
+	return w.complete(ctx, t)
+}
+
+// FlushAll is MPI_Win_flush_all: Flush for every target. ErrRMASync outside a passive epoch.
+func (w *Window) FlushAll(ctx context.Context) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.ep.FlushAll(); err != nil {
+		return err
+	}
+	return w.completeAll(ctx)
+}
+
+// FlushLocal is MPI_Win_flush_local: the origin buffers of the operations to t may be reused.
+// Here it is Flush: an RC completion already means the data is placed at the target (DESIGN.md
+// §3), so local completion costs the same as remote completion.
+func (w *Window) FlushLocal(ctx context.Context, t int) error { return w.Flush(ctx, t) }
+
+// FlushLocalAll is MPI_Win_flush_local_all (FlushAll, for the reason FlushLocal gives).
+func (w *Window) FlushLocalAll(ctx context.Context) error { return w.FlushAll(ctx) }
+
+// probe checks a state transition on a copy of the machine, so the network work can run before
+// the real machine commits (a failed network step leaves the epochs as they were).
+// It reuses one scratch machine, so it allocates nothing.
+func (w *Window) probe(f func(e *Epochs) error) error {
+	if w.epScratch == nil {
+		w.epScratch = NewEpochs(w.n)
+	}
+	w.ep.copyTo(w.epScratch)
+	return f(w.epScratch)
+}

@@ -1,0 +1,242 @@
+package window
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// AccOps says which accumulate operations may meet at one target location at the same time (the
+// MPI info key accumulate_ops), and so which ones may go lock-free.
+type AccOps uint8
+
+const (
+	// AccSameOpNoOp (MPI's default accumulate_ops=same_op_no_op): concurrent accumulate-class
+	// operations to one location use the same op, or MPI_NO_OP. SUM (Accumulate, GetAccumulate,
+	// FetchAndOp), NO_OP fetches and CompareAndSwap are then lock-free, on the target's native
+	// atomics: Accumulate(SUM) is one rma Acc (atomic per element in the target's memory);
+	// fetching SUM on integers is a fetch-and-add per element; fetching SUM on floating and
+	// complex types is a compare-and-swap loop per 4- or 8-byte component; NO_OP is a
+	// fetch-and-add of 0 per word. PROD, MAX, MIN and REPLACE take the target's accumulate lock.
+	// Caveat: a NO_OP fetch may overlap a locked REPLACE/PROD/MAX/MIN write-back, which is not
+	// atomic per element with respect to it; use AccAnyOp when NO_OP meets those.
+	AccSameOpNoOp AccOps = iota
+	// AccAnyOp (accumulate_ops unset in MPI terms: any ops may meet): every accumulate-class
+	// operation, SUM included, runs under the target's accumulate lock, so all of them are atomic
+	// per element with respect to each other whatever their ops. Within one flush the operations
+	// to one target share one lock acquisition.
+	AccAnyOp
+)
+
+// Option configures a window at Create/Allocate.
+type Option func(*options)
+
+type options struct {
+	reorder bool
+	accOps  AccOps
+	depth   int
+}
+
+// Reorder turns the reordering policy on (the default) or off. On: the puts and gets queued in
+// an epoch are issued interleaved, balancing the bytes of both link directions (seed 000 §5.2.2,
+// §5.3.4). Off: they are issued in program order. Either way nothing is ordered inside an epoch
+// (seed 000 §5.2.5) except accumulate-class operations from this rank to one target, which are
+// applied in program order (MPI's default accumulate_ordering).
+func Reorder(on bool) Option { return func(o *options) { o.reorder = on } }
+
+// AccumulateOps sets the accumulate_ops mode (default AccSameOpNoOp).
+func AccumulateOps(m AccOps) Option { return func(o *options) { o.accOps = m } }
+
+// QueueDepth sets how many operations an epoch queues before it issues them without waiting for
+// the epoch to close (default 64; at least 1).
+func QueueDepth(n int) Option { return func(o *options) { o.depth = max(n, 1) } }
+
+// Layout of a window's synchronization segment (per rank, every word 8 bytes, 8-byte aligned):
+// the passive-target lock word, the accumulate lock word, the PSCW completion counter, the fence
+// barrier's round flags, and one "exposure granted" flag per target rank.
+const (
+	offLock     = 0
+	offAccLock  = 8
+	offDone     = 16
+	offFence    = 24
+	fenceRounds = 64
+	offGrant    = offFence + 8*fenceRounds
+
+	// lockWriter is the exclusive holder's bit in the lock word; shared holders count below it.
+	lockWriter = int64(1) << 32
+)
+
+func syncBytes(n int) int { return offGrant + 8*n }
+
+// Window is an MPI-2/3 window (MPI_Win) on this rank: a part of an rma segment on every rank,
+// addressed by (target rank, displacement in units of the target's disp_unit), plus a small
+// synchronization segment holding its lock words, flags and counters.
+//
+// A Window is used by one goroutine at a time (its epochs are this rank's program order), like an
+// MPI window under MPI_THREAD_FUNNELED.
+type Window struct {
+	rt      *rma.Runtime
+	data    *rma.Segment
+	ownData bool
+	sync    *rma.Segment
+	me, n   int
+	sizes   []int // bytes of each rank's window
+	disp    []int // each rank's disp_unit
+	opt     options
+
+	ep        *Epochs
+	epScratch *Epochs
+
+	// passive target
+	lockNoCheck []bool // per target: Lock with ModeNoCheck (no lock word held)
+	allNoCheck  bool
+
+	// PSCW
+	postSeq    []uint64 // per origin: Posts this rank made to it
+	startSeq   []uint64 // per target: Starts this rank made to it
+	expectDone uint64   // completions this rank's Posts expect in total
+	startCheck bool     // the open Start waited for grants (not NOCHECK)
+
+	// fence
+	fenceID uint64
+
+	// operations
+	q       []op
+	sel     []op
+	dirs    []dir
+	sizesQ  []int
+	order   []int
+	pend    []pending
+	touched []bool
+	scratch []byte
+
+	freed bool
+}
+
+// Create makes a window over rank-local memory the runtime already owns (MPI_Win_create over
+// memory from MPI_Alloc_mem): this rank's part is seg's part on this rank, all of it; sizes may
+// differ per rank. dispUnit (bytes, > 0) scales the displacements that name this rank's window;
+// ranks may pass different units. Collective over all ranks of rt. Errors: ErrArg (dispUnit ≤ 0,
+// nil segment), errors of rma.Malloc/AllReduce. seg stays the caller's: Free does not free it.
+func Create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, dispUnit int, opts ...Option) (*Window, error) {
+	if seg == nil {
+		return nil, fmt.Errorf("%w: Create over a nil segment", ErrArg)
+	}
+	return create(ctx, rt, seg, false, dispUnit, opts)
+}
+
+// Allocate allocates a window of size bytes on this rank (MPI_Win_allocate; sizes may differ per
+// rank, 0 allowed), zeroed, with displacement unit dispUnit bytes. Collective. Local returns the
+// memory; Free releases it. Errors: ErrArg (size < 0, dispUnit ≤ 0), rma errors.
+func Allocate(ctx context.Context, rt *rma.Runtime, size, dispUnit int, opts ...Option) (*Window, error) {
+	if size < 0 || dispUnit <= 0 {
+		return nil, fmt.Errorf("%w: Allocate(size %d, disp_unit %d)", ErrArg, size, dispUnit)
+	}
+	seg, err := rt.Malloc(ctx, size)
+	if err != nil {
+		return nil, fmt.Errorf("window: Allocate: %w", err)
+	}
+	w, err := create(ctx, rt, seg, true, dispUnit, opts)
+	if err != nil {
+		_ = seg.Free(ctx)
+		return nil, err
+	}
+	return w, nil
+}
+
+func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, dispUnit int, opts []Option) (*Window, error) {
+	if dispUnit <= 0 {
+		return nil, fmt.Errorf("%w: disp_unit %d", ErrArg, dispUnit)
+	}
+	o := options{reorder: true, accOps: AccSameOpNoOp, depth: 64}
+	for _, f := range opts {
+		f(&o)
+	}
+	n, me := rt.Size(), rt.Rank()
+	sync, err := rt.Malloc(ctx, syncBytes(n))
+	if err != nil {
+		return nil, fmt.Errorf("window: Create: %w", err)
+	}
+	// every rank learns every disp_unit: a sum over vectors with one non-zero slot each
+	units := make([]byte, 8*n)
+	binary.LittleEndian.PutUint64(units[8*me:], uint64(dispUnit))
+	if err := rt.AllReduce(ctx, rma.AccInt64, rma.ReduceSum, units); err != nil {
+		_ = sync.Free(ctx)
+		return nil, fmt.Errorf("window: Create: %w", err)
+	}
+	w := &Window{
+		rt: rt, data: seg, ownData: own, sync: sync, me: me, n: n, opt: o,
+		sizes: make([]int, n), disp: make([]int, n),
+		ep:          NewEpochs(n),
+		lockNoCheck: make([]bool, n),
+		postSeq:     make([]uint64, n),
+		startSeq:    make([]uint64, n),
+		touched:     make([]bool, n),
+	}
+	for p := 0; p < n; p++ {
+		w.sizes[p] = seg.Len(p)
+		w.disp[p] = int(binary.LittleEndian.Uint64(units[8*p:]))
+	}
+	return w, nil
+}
+
+// Free releases the window (MPI_Win_free): collective; no epoch may be open (ErrRMASync, nothing
+// changed). The memory of an Allocate'd window is freed; a Create'd window's segment is not.
+func (w *Window) Free(ctx context.Context) error {
+	if w.freed {
+		return fmt.Errorf("%w: Free twice", ErrFreed)
+	}
+	if err := w.ep.Free(); err != nil {
+		return err
+	}
+	w.freed = true
+	err := w.sync.Free(ctx)
+	if w.ownData {
+		if e := w.data.Free(ctx); e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("window: Free: %w", err)
+	}
+	return nil
+}
+
+// Local is this rank's window memory (MPI_Win_shared_query on self / the base pointer).
+// Local loads and stores to it follow MPI's rules: outside an exposure of it, or separated from
+// remote accesses by the epoch calls.
+func (w *Window) Local() []byte { return w.data.Local() }
+
+// Len is the size in bytes of rank p's window (0 for a bad rank).
+func (w *Window) Len(p int) int {
+	if p < 0 || p >= w.n {
+		return 0
+	}
+	return w.sizes[p]
+}
+
+// DispUnit is rank p's displacement unit in bytes (0 for a bad rank).
+func (w *Window) DispUnit(p int) int {
+	if p < 0 || p >= w.n {
+		return 0
+	}
+	return w.disp[p]
+}
+
+// Runtime is the rma runtime the window lives on.
+func (w *Window) Runtime() *rma.Runtime { return w.rt }
+
+// Epochs exposes the window's epoch state (read-only use: InFence, Locked, ...).
+func (w *Window) Epochs() *Epochs { return w.ep }
+
+// Reordering reports whether the reordering policy is on.
+func (w *Window) Reordering() bool { return w.opt.reorder }
+
+func (w *Window) alive() error {
+	if w.freed {
+		return ErrFreed
+	}
+	return nil
+}
