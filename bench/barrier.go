@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// BarrierAlgs are the algorithms of the barrier benchmark, by name (seed 001 §3).
+var BarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast}
+
+// barrierAlgs resolves the -alg option: "" or "all" = every algorithm, else a comma list.
+func barrierAlgs(spec string) ([]rma.BarrierAlg, error) {
+	if spec == "" || spec == "all" {
+		return BarrierAlgs, nil
+	}
+	var out []rma.BarrierAlg
+	for _, name := range strings.Split(spec, ",") {
+		found := false
+		for _, a := range BarrierAlgs {
+			if a.String() == strings.TrimSpace(name) {
+				out = append(out, a)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: barrier algorithm %q (have dissemination, pairwise, gather-broadcast)", ErrOptions, name)
+		}
+	}
+	return out, nil
+}
+
+func barrierAlgName(spec string) string {
+	algs, err := barrierAlgs(spec)
+	if err != nil {
+		return spec
+	}
+	names := make([]string, len(algs))
+	for i, a := range algs {
+		names[i] = a.String()
+	}
+	return strings.Join(names, ", ") + " (seed 001 §3)"
+}
+
+// runBarrier measures each algorithm's latency on all ranks of the job: one row keyed by the
+// number of ranks, one column per algorithm. The value is rank 0's mean time per barrier.
+func runBarrier(ctx context.Context, rt *rma.Runtime, o Options) ([]string, []Row, error) {
+	algs, err := barrierAlgs(o.BarrierAlg)
+	if err != nil {
+		return nil, nil, err
+	}
+	iters, skip := o.Counts(Latency, 0)
+	row := Row{Size: rt.Size()}
+	var cols []string
+	for _, alg := range algs {
+		cols = append(cols, alg.String()+" (us)")
+		var t0 time.Time
+		for i := range skip + iters {
+			if i == skip {
+				t0 = time.Now()
+			}
+			if err := rt.BarrierWith(ctx, alg); err != nil {
+				return nil, nil, fmt.Errorf("bench: barrier %v: %w", alg, err)
+			}
+		}
+		row.Values = append(row.Values, usPer(time.Since(t0), iters))
+	}
+	return cols, []Row{row}, nil
+}

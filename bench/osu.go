@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// Origin and target of the two-rank benchmarks (OSU: rank 0 issues, rank 1 is passive).
+const (
+	origin = 0
+	target = 1
+)
+
+// Run runs the benchmark o.Name on rt. It is collective: every rank of the job calls it with the
+// same options. Rank 0 returns the table; the other ranks return nil and no error. Ranks beyond
+// the second take part only in the synchronizations of two-rank benchmarks.
+//
+// Errors: ErrUnknown, ErrSync, ErrOptions (nothing run), ErrRanks, ErrUnsupported, and rma's
+// errors of the operations measured.
+func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
+	o, s, err := o.Check()
+	if err != nil {
+		return nil, err
+	}
+	if rt.Size() < s.Ranks {
+		return nil, fmt.Errorf("%w: %s needs %d ranks, the job has %d", ErrRanks, s.Name, s.Ranks, rt.Size())
+	}
+	if o.Sync == SyncPSCW {
+		// Hook: general active-target synchronization needs the window package's epochs
+		// (MPI_Win_post/start/complete/wait); the ARMCI runtime has no groups to post to.
+		return nil, fmt.Errorf("%w: %s -sync pscw needs windows (not in the ARMCI runtime)", ErrSync, s.Name)
+	}
+	res := &Result{
+		Name:      s.Name,
+		Title:     s.Title + " (goarmci)",
+		KeyLabel:  "Size",
+		Sync:      string(o.Sync),
+		Transport: rt.TransportTo(min(target, rt.Size()-1)),
+		Ranks:     rt.Size(),
+	}
+	if s.Kind == Bandwidth {
+		res.Columns = []string{ColBandwidth}
+	} else {
+		res.Columns = []string{ColLatency}
+	}
+	res.Header = []string{
+		"Window creation: ARMCI_Malloc",
+		"Synchronization: " + syncDoc(o.Sync),
+		"Operation: " + s.Note,
+		fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size()),
+	}
+	var rows []Row
+	switch s.Name {
+	case "get_acc_latency":
+		return nil, fmt.Errorf("%w: %s (rma has no MPI_Get_accumulate: no fetching accumulate of a buffer)", ErrUnsupported, s.Name)
+	case "barrier":
+		res.KeyLabel = "Ranks"
+		res.Title = s.Title + " (goarmci)"
+		res.Header = []string{"Algorithm: " + barrierAlgName(o.BarrierAlg), fmt.Sprintf("Transport: %s", res.Transport)}
+		res.Columns, rows, err = runBarrier(ctx, rt, o)
+	case "ga_put", "ga_get", "ga_acc", "ga_read_inc", "ga_sync":
+		res.Header = []string{"Operation: " + s.Note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
+		if s.Name != "ga_read_inc" && s.Name != "ga_sync" {
+			res.Columns = []string{ColLatency, ColBandwidth}
+		}
+		rows, err = runGA(ctx, rt, o, s)
+	default:
+		rows, err = runOneSided(ctx, rt, o, s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" {
+		cols, extra, berr := runBaseline(ctx, rt, o, s)
+		if berr != nil {
+			return nil, berr
+		}
+		if rt.Rank() == origin {
+			res.Columns = append(res.Columns, cols...)
+			for i := range rows {
+				rows[i].Values = append(rows[i].Values, extra[i]...)
+			}
+		}
+	}
+	if rt.Rank() != origin {
+		return nil, nil
+	}
+	res.Rows = rows
+	return res, nil
+}
+
+func syncDoc(s Sync) string {
+	switch s {
+	case SyncFlush:
+		return "flush (ARMCI_Fence, as MPI_Win_flush)"
+	case SyncLock:
+		return "lock (ARMCI_Lock/ARMCI_Unlock of mutex 0 at the target, as MPI_Win_lock/unlock)"
+	case SyncFence:
+		return "fence (ARMCI_Barrier = AllFence + barrier, as MPI_Win_fence)"
+	}
+	return string(s)
+}
+
+// oneSided is the state of a two-rank benchmark.
+type oneSided struct {
+	rt   *rma.Runtime
+	seg  *rma.Segment
+	buf  []byte
+	hs   []*rma.Handle
+	sync Sync
+	me   int
+	peer int // the other rank of the pair (origin↔target), -1 for bystanders
+	cmp  int64
+}
+
+func runOneSided(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, error) {
+	seg, err := rt.Malloc(ctx, max(o.MaxSize, 8))
+	if err != nil {
+		return nil, err
+	}
+	defer seg.Free(ctx)
+	if o.Sync == SyncLock {
+		if err := rt.CreateMutexes(ctx, 1); err != nil {
+			return nil, err
+		}
+		defer rt.DestroyMutexes(ctx)
+	}
+	b := &oneSided{rt: rt, seg: seg, buf: make([]byte, max(o.MaxSize, 8)), sync: o.Sync, me: rt.Rank(), peer: -1}
+	for i := range b.buf {
+		b.buf[i] = byte(i)
+	}
+	switch b.me {
+	case origin:
+		b.peer = target
+	case target:
+		b.peer = origin
+	}
+	var rows []Row
+	for _, size := range o.Sizes() {
+		iters, skip := o.Counts(s.Kind, size)
+		op, err := b.op(s.Name, size)
+		if err != nil {
+			return nil, err
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return nil, err
+		}
+		var v float64
+		if s.Kind == Latency {
+			v, err = b.latency(ctx, op, iters, skip)
+		} else {
+			v, err = b.bandwidth(ctx, s.Name, size, o.Window, iters, skip)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s size %d: %w", s.Name, size, err)
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return nil, err
+		}
+		rows = append(rows, Row{Size: size, Values: []float64{v}})
+	}
+	return rows, nil
+}
+
+// op returns the blocking operation of a latency benchmark towards rank to.
+func (b *oneSided) op(name string, size int) (func(ctx context.Context, to int) error, error) {
+	buf := b.buf[:size]
+	rt, seg := b.rt, b.seg
+	switch name {
+	case "put_latency", "put_bw", "put_bibw":
+		return func(ctx context.Context, to int) error { return rt.Put(ctx, buf, seg, to, 0) }, nil
+	case "get_latency", "get_bw":
+		return func(ctx context.Context, to int) error { return rt.Get(ctx, seg, to, 0, buf) }, nil
+	case "acc_latency":
+		zero := make([]byte, size) // adding zeros keeps the target's values finite
+		return func(ctx context.Context, to int) error {
+			return rt.Acc(ctx, rma.AccFloat64, 1, zero, seg, to, 0)
+		}, nil
+	case "fop_latency":
+		return func(ctx context.Context, to int) error {
+			_, err := rt.Rmw(ctx, rma.FetchAndAddLong, seg, to, 0, 1)
+			return err
+		}, nil
+	case "cas_latency":
+		return func(ctx context.Context, to int) error {
+			old, err := rt.CompareSwap(ctx, seg, to, 0, b.cmp, b.cmp+1)
+			b.cmp = old // the next swap succeeds too: every iteration changes the word
+			return err
+		}, nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknown, name)
+}
+
+// latency times iters operations after skip warm-ups and returns µs per operation.
+func (b *oneSided) latency(ctx context.Context, op func(context.Context, int) error, iters, skip int) (float64, error) {
+	rt := b.rt
+	if b.sync == SyncFence {
+		// OSU's fence mode is a ping-pong: origin: op, fence, fence; target: fence, op, fence.
+		var t0 time.Time
+		for i := range skip + iters {
+			if i == skip {
+				t0 = time.Now()
+			}
+			if b.me == origin {
+				if err := op(ctx, b.peer); err != nil {
+					return 0, err
+				}
+			}
+			if err := rt.Barrier(ctx); err != nil {
+				return 0, err
+			}
+			if b.me == target {
+				if err := op(ctx, b.peer); err != nil {
+					return 0, err
+				}
+			}
+			if err := rt.Barrier(ctx); err != nil {
+				return 0, err
+			}
+		}
+		return usPer(time.Since(t0), 2*iters), nil
+	}
+	if b.me != origin {
+		return 0, nil
+	}
+	var t0 time.Time
+	for i := range skip + iters {
+		if i == skip {
+			t0 = time.Now()
+		}
+		if b.sync == SyncLock {
+			if err := rt.Lock(ctx, 0, target); err != nil {
+				return 0, err
+			}
+		}
+		if err := op(ctx, target); err != nil {
+			return 0, err
+		}
+		if err := rt.Fence(ctx, target); err != nil {
+			return 0, err
+		}
+		if b.sync == SyncLock {
+			if err := rt.Unlock(ctx, 0, target); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return usPer(time.Since(t0), iters), nil
+}
+
+// window issues n non-blocking operations to rank to and completes them (the flush).
+func (b *oneSided) window(ctx context.Context, name string, size, n, to int) error {
+	rt, seg, buf := b.rt, b.seg, b.buf[:size]
+	b.hs = b.hs[:0]
+	for range n {
+		var h *rma.Handle
+		var err error
+		if name == "get_bw" {
+			h, err = rt.NbGet(ctx, seg, to, 0, buf)
+		} else {
+			h, err = rt.NbPut(ctx, buf, seg, to, 0)
+		}
+		if err != nil {
+			return err
+		}
+		b.hs = append(b.hs, h)
+	}
+	for _, h := range b.hs {
+		if err := h.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return rt.Fence(ctx, to)
+}
+
+// bandwidth times iters windows after skip warm-ups and returns MB/s (10^6 bytes/s).
+func (b *oneSided) bandwidth(ctx context.Context, name string, size, window, iters, skip int) (float64, error) {
+	rt := b.rt
+	bi := name == "put_bibw"
+	active := b.me == origin || (bi && b.me == target)
+	var t0 time.Time
+	for i := range skip + iters {
+		if i == skip {
+			if b.sync == SyncFence || bi {
+				if err := rt.Barrier(ctx); err != nil {
+					return 0, err
+				}
+			}
+			t0 = time.Now()
+		}
+		if b.sync == SyncLock && active {
+			if err := rt.Lock(ctx, 0, b.peer); err != nil {
+				return 0, err
+			}
+		}
+		if active {
+			if err := b.window(ctx, name, size, window, b.peer); err != nil {
+				return 0, err
+			}
+		}
+		if b.sync == SyncLock && active {
+			if err := rt.Unlock(ctx, 0, b.peer); err != nil {
+				return 0, err
+			}
+		}
+		if b.sync == SyncFence {
+			if err := rt.Barrier(ctx); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if bi && b.sync != SyncFence {
+		if err := rt.Barrier(ctx); err != nil {
+			return 0, err
+		}
+	}
+	el := time.Since(t0)
+	bytes := float64(size) * float64(window) * float64(iters)
+	if bi {
+		bytes *= 2
+	}
+	return bytes / el.Seconds() / 1e6, nil
+}
+
+func usPer(d time.Duration, n int) float64 {
+	return float64(d.Nanoseconds()) / 1e3 / float64(max(n, 1))
+}

@@ -1,0 +1,160 @@
+package rma
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
+)
+
+// BarrierAlg selects the algorithm of BarrierWith (seed 001 §3).
+type BarrierAlg int
+
+const (
+	// BarrierDissemination is Barrier's algorithm: RDMA dissemination ("RDS", seed 001 §3.2),
+	// ⌈log2 N⌉ rounds for any N.
+	BarrierDissemination BarrierAlg = iota
+	// BarrierPairwise is RDMA pairwise exchange by recursive doubling ("RPE", seed 001 §3.1, MPICH's
+	// MPI_Barrier): log2 N rounds for a power of two, ⌊log2 N⌋+2 otherwise (the ranks beyond the
+	// largest power of two first report to a partner below it and are released by it at the end).
+	BarrierPairwise
+	// BarrierGatherBroadcast is RDMA gather and multicast ("RGM", seed 001 §3.3): arrivals are
+	// gathered up a tree of fan-in 7 (the seed's best) to rank 0, which then releases every rank
+	// with one write each (the seed multicasts over UD; here the writes go one by one).
+	BarrierGatherBroadcast
+)
+
+func (a BarrierAlg) String() string {
+	switch a {
+	case BarrierDissemination:
+		return "dissemination"
+	case BarrierPairwise:
+		return "pairwise"
+	case BarrierGatherBroadcast:
+		return "gather-broadcast"
+	}
+	return fmt.Sprintf("BarrierAlg(%d)", int(a))
+}
+
+// Flag words of the system segment used by the algorithms of this file. Barrier's dissemination
+// uses words 0..⌈log2 N⌉-1; each word here has a single writer per job size, so the barrier ids
+// written into it only grow (seed 001 §4) whatever algorithms are mixed.
+const (
+	pairwiseExtraSlot = 32 // written by rank me+P (an extra rank) to its partner me < N-P
+	pairwiseRoundSlot = 33 // + round k, written by me XOR 2^k; also an extra rank's release, from me-P
+	pairwiseMaxRounds = 14 // words 33..46
+	gatherChildSlot   = 48 // + child index 0..6, written by that child
+	gatherFanIn       = 7
+	gatherReleaseSlot = 63 // written by rank 0
+)
+
+// BarrierWith synchronizes all ranks with the chosen algorithm (ARMCI_Barrier with a choice of
+// seed 001's algorithms, for the barrier benchmark): it first completes this rank's outstanding
+// operations (AllFence). Every rank must pass the same alg. Errors: ErrBadOp for an unknown
+// algorithm or a job too large for pairwise exchange (more than 2^14 ranks), ctx's, transport
+// errors.
+func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
+	switch alg {
+	case BarrierDissemination:
+		return r.Barrier(ctx)
+	case BarrierPairwise, BarrierGatherBroadcast:
+	default:
+		return fmt.Errorf("%w: barrier algorithm %v", ErrBadOp, alg)
+	}
+	if alg == BarrierPairwise && r.size > 1<<pairwiseMaxRounds {
+		return fmt.Errorf("%w: pairwise barrier of %d ranks (at most %d)", ErrBadOp, r.size, 1<<pairwiseMaxRounds)
+	}
+	if err := r.AllFence(ctx); err != nil {
+		return err
+	}
+	if r.size == 1 {
+		return nil
+	}
+	r.barrierID++
+	id := r.barrierID
+	if alg == BarrierPairwise {
+		return r.pairwiseBarrier(ctx, id)
+	}
+	return r.gatherBarrier(ctx, id)
+}
+
+// signal writes id into flag word slot of rank to (an 8-byte atomic swap: never read torn).
+func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
+	pe := r.peers[to]
+	raddr, rkey, err := r.sys.target(pe, 8*slot, 8)
+	if err != nil {
+		return err
+	}
+	var old [8]byte
+	return r.atomic(ctx, pe, ibv.OpAtomicSwap64, old[:], raddr, rkey, id, 0)
+}
+
+// await polls this rank's flag word slot until it holds id or more.
+func (r *Runtime) await(ctx context.Context, slot int, id uint64) error {
+	w := r.sys.local[8*slot : 8*slot+8]
+	return pollUntil(ctx, func() bool {
+		v, _ := accum.Load64(w)
+		return v >= id
+	})
+}
+
+func (r *Runtime) pairwiseBarrier(ctx context.Context, id uint64) error {
+	n, me := r.size, r.rank
+	p := 1 << (bits.Len(uint(n)) - 1) // largest power of two ≤ n
+	if me >= p {
+		// Extra rank: report to me-p, wait for its release.
+		if err := r.signal(ctx, me-p, pairwiseExtraSlot, id); err != nil {
+			return fmt.Errorf("rma: pairwise barrier: %w", err)
+		}
+		return r.await(ctx, pairwiseRoundSlot, id)
+	}
+	if me < n-p {
+		if err := r.await(ctx, pairwiseExtraSlot, id); err != nil {
+			return err
+		}
+	}
+	for k := 0; 1<<k < p; k++ {
+		partner := me ^ (1 << k)
+		if err := r.signal(ctx, partner, pairwiseRoundSlot+k, id); err != nil {
+			return fmt.Errorf("rma: pairwise barrier round %d to rank %d: %w", k, partner, err)
+		}
+		if err := r.await(ctx, pairwiseRoundSlot+k, id); err != nil {
+			return fmt.Errorf("rma: pairwise barrier round %d: waiting for rank %d: %w", k, partner, err)
+		}
+	}
+	if me < n-p {
+		if err := r.signal(ctx, me+p, pairwiseRoundSlot, id); err != nil {
+			return fmt.Errorf("rma: pairwise barrier release of rank %d: %w", me+p, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) gatherBarrier(ctx context.Context, id uint64) error {
+	n, me := r.size, r.rank
+	// Gather: wait for my children 7me+1..7me+7, then report to my parent.
+	for c := 0; c < gatherFanIn; c++ {
+		if gatherFanIn*me+1+c >= n {
+			break
+		}
+		if err := r.await(ctx, gatherChildSlot+c, id); err != nil {
+			return fmt.Errorf("rma: gather barrier: waiting for rank %d: %w", gatherFanIn*me+1+c, err)
+		}
+	}
+	if me != 0 {
+		parent, idx := (me-1)/gatherFanIn, (me-1)%gatherFanIn
+		if err := r.signal(ctx, parent, gatherChildSlot+idx, id); err != nil {
+			return fmt.Errorf("rma: gather barrier: report to rank %d: %w", parent, err)
+		}
+		return r.await(ctx, gatherReleaseSlot, id)
+	}
+	// Broadcast: rank 0 releases every rank.
+	for p := 1; p < n; p++ {
+		if err := r.signal(ctx, p, gatherReleaseSlot, id); err != nil {
+			return fmt.Errorf("rma: gather barrier: release of rank %d: %w", p, err)
+		}
+	}
+	return nil
+}
