@@ -1,0 +1,114 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+// benchRanks runs body on n ranks (goroutines, one rma.Runtime each) for a benchmark; rank 0
+// owns the timer.
+func benchRanks(b *testing.B, n int, tr rma.Transport, body func(ctx context.Context, rt *rma.Runtime, w *Window) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := rmatest.NewGroup(n)
+	job := fmt.Sprintf("wb%d", time.Now().UnixNano()%1e9)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: tr, HostID: "bench", Job: job})
+			if err != nil {
+				errs[i] = err
+				cancel()
+				return
+			}
+			defer rt.Finalize(ctx)
+			w, err := Allocate(ctx, rt, 4096, 8)
+			if err == nil {
+				err = body(ctx, rt, w)
+			}
+			if err == nil {
+				err = w.Free(ctx)
+			}
+			if err != nil {
+				errs[i] = err
+				cancel()
+				g.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", i, err)
+		}
+	}
+}
+
+// BenchmarkLockPutUnlock: one 8-byte Put to rank 1 in an exclusive lock epoch (MPI_Win_lock,
+// MPI_Put, MPI_Win_unlock), the OSU "lock" synchronization; ns/op is one whole epoch.
+func BenchmarkLockPutUnlock(b *testing.B) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		b.Run(string(tr), func(b *testing.B) {
+			benchRanks(b, 2, tr, func(ctx context.Context, rt *rma.Runtime, w *Window) error {
+				if rt.Rank() == 0 {
+					src := make([]byte, 8)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if err := w.Lock(ctx, LockExclusive, 1, 0); err != nil {
+							return err
+						}
+						if err := w.Put(ctx, src, 1, 0); err != nil {
+							return err
+						}
+						if err := w.Unlock(ctx, 1); err != nil {
+							return err
+						}
+					}
+					b.StopTimer()
+				}
+				return rt.Barrier(ctx)
+			})
+		})
+	}
+}
+
+// BenchmarkFencePut: one 8-byte Put from rank 0 to rank 1 per fence epoch (MPI_Put then
+// MPI_Win_fence on both ranks), the OSU "fence" synchronization; ns/op is one epoch.
+func BenchmarkFencePut(b *testing.B) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		b.Run(string(tr), func(b *testing.B) {
+			benchRanks(b, 2, tr, func(ctx context.Context, rt *rma.Runtime, w *Window) error {
+				src := make([]byte, 8)
+				if err := w.Fence(ctx, ModeNoPrecede); err != nil {
+					return err
+				}
+				if rt.Rank() == 0 {
+					b.ResetTimer()
+				}
+				for i := 0; i < b.N; i++ {
+					if rt.Rank() == 0 {
+						if err := w.Put(ctx, src, 1, 0); err != nil {
+							return err
+						}
+					}
+					if err := w.Fence(ctx, 0); err != nil {
+						return err
+					}
+				}
+				if rt.Rank() == 0 {
+					b.StopTimer()
+				}
+				return w.Fence(ctx, ModeNoSucceed)
+			})
+		})
+	}
+}
