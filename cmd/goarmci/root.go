@@ -42,7 +42,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w\n%s", err, c.UsageString())}
 	})
-	root.AddCommand(newRunCmd(), newInfoCmd())
+	root.AddCommand(newRunCmd(), newInfoCmd(), newBenchCmd())
 	return root
 }
 

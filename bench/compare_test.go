@@ -1,0 +1,65 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/bench"
+)
+
+func fixed(vals ...[2]float64) func(context.Context) (*bench.Result, error) {
+	return func(context.Context) (*bench.Result, error) {
+		r := &bench.Result{Columns: []string{bench.ColLatency}}
+		for _, v := range vals {
+			r.Rows = append(r.Rows, bench.Row{Size: int(v[0]), Values: []float64{v[1]}})
+		}
+		return r, nil
+	}
+}
+
+func TestCompareMediansRatiosAndAlternation(t *testing.T) {
+	var order []string
+	seq := []float64{3, 1, 2, 10, 5}
+	k := 0
+	systems := []bench.System{
+		{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
+			order = append(order, "g")
+			v := seq[k]
+			k++
+			return fixed([2]float64{8, v}, [2]float64{16, 2 * v})(ctx)
+		}},
+		{Name: "mpi", Run: func(ctx context.Context) (*bench.Result, error) {
+			order = append(order, "m")
+			return fixed([2]float64{8, 2}, [2]float64{16, 8})(ctx)
+		}},
+		{Name: "broken", Run: func(context.Context) (*bench.Result, error) {
+			order = append(order, "b")
+			return nil, errors.New("boom")
+		}},
+	}
+	var log bytes.Buffer
+	res, err := bench.Compare(context.Background(), "put_latency", systems, 5, &log)
+	require.NoError(t, err)
+	assert.Contains(t, log.String(), "broken left out")
+	assert.Equal(t, []string{"goarmci", "mpi", "goarmci/mpi"}, res.Columns)
+	require.Len(t, res.Rows, 2)
+	assert.Equal(t, []float64{3, 2, 1.5}, res.Rows[0].Values) // median of 3,1,2,10,5 = 3
+	assert.Equal(t, []float64{6, 8, 0.75}, res.Rows[1].Values)
+	// run k starts with system k mod 3; the broken one drops out after its first run
+	assert.Equal(t, []string{"g", "m", "b", "m", "g", "g", "m", "g", "m", "m", "g"}, order)
+
+	systems[0].Run = func(context.Context) (*bench.Result, error) { return nil, errors.New("no") }
+	_, err = bench.Compare(context.Background(), "put_latency", systems, 1, &log)
+	assert.Error(t, err)
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 0.0, bench.Median(nil))
+	assert.Equal(t, 2.0, bench.Median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, bench.Median([]float64{4, 1, 2, 3}))
+}

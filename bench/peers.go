@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// peerSources are the C peers, built on demand by FindPeers (never by go test).
+//
+//go:embed peers/*.c peers/*.h peers/Makefile
+var peerSources embed.FS
+
+// Peer is one C program of bench/peers under its MPI launcher: the same benchmark definitions
+// run with MPI-3 RMA (Open MPI, MPICH; allocated or created windows) or Global Arrays/ARMCI.
+type Peer struct {
+	Name     string   // "openmpi-allocate", "mpich-create", "ga", "armci", ...
+	Launcher []string // mpirun and its options, up to and excluding -np
+	Exe      string
+	Args     []string // fixed arguments after the benchmark name (-win create)
+	Env      []string // added to the environment
+	names    []string // benchmarks it implements
+	syncs    []Sync   // synchronizations it implements
+	tcpArgs  []string // launcher options forcing the network path between ranks of one host
+	tcpEnv   []string
+}
+
+// Supports reports whether the peer implements benchmark name.
+func (p Peer) Supports(name string) bool { return slices.Contains(p.names, name) }
+
+var oneSidedNames = []string{"put_latency", "get_latency", "put_bw", "get_bw", "put_bibw", "acc_latency", "fop_latency", "cas_latency", "get_acc_latency"}
+
+// Run runs the peer once with np ranks and returns its table (rank 0's OSU text, parsed).
+// transport "tcp" asks the MPI library for its network path between local ranks.
+func (p Peer) Run(ctx context.Context, o Options, np int, transport string) (*Result, error) {
+	o, _, err := o.Check()
+	if err != nil {
+		return nil, err
+	}
+	if len(p.syncs) > 0 && !slices.Contains(p.syncs, o.Sync) {
+		return nil, fmt.Errorf("%w: peer %s with -sync %s", ErrSync, p.Name, o.Sync)
+	}
+	args := append([]string{}, p.Launcher[1:]...)
+	env := append(os.Environ(), p.Env...)
+	if transport == "tcp" {
+		args = append(args, p.tcpArgs...)
+		env = append(env, p.tcpEnv...)
+	}
+	args = append(args, "-np", strconv.Itoa(np), p.Exe, o.Name)
+	args = append(args, p.Args...)
+	if strings.HasPrefix(p.Name, "openmpi") || strings.HasPrefix(p.Name, "mpich") {
+		args = append(args, "-sync", string(o.Sync))
+	}
+	for _, kv := range []struct {
+		k string
+		v int
+	}{{"-min-size", o.MinSize}, {"-max-size", o.MaxSize}, {"-iterations", o.Iterations}, {"-skip", o.Skip}, {"-window", o.Window}} {
+		if kv.v > 0 {
+			args = append(args, kv.k, strconv.Itoa(kv.v))
+		}
+	}
+	cmd := exec.CommandContext(ctx, p.Launcher[0], args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("bench: peer %s: %w: %s", p.Name, err, lastLines(errb.String(), 5))
+	}
+	res, err := ParseOSU(&out)
+	if err != nil {
+		return nil, fmt.Errorf("bench: peer %s: %w", p.Name, err)
+	}
+	res.Name = o.Name
+	return res, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// FindPeers builds the C peers into dir (sources written from the binary, rebuilt when they
+// changed) with every MPI compiler and library found here and returns the peers that built,
+// plus one note per peer that could not be (missing compiler, library, or a build error). It
+// never fails: without compilers there are simply no peers.
+//
+// Looked for: mpicc.openmpi + mpirun.openmpi (Debian openmpi-bin, libopenmpi-dev), mpicc.mpich +
+// mpirun.mpich (mpich, libmpich-dev), and Global Arrays 5.8 over ARMCI-MPI for Open MPI
+// (libglobalarrays-dev, libarmci-mpi-dev, libscalapack-openmpi-dev).
+func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
+	var notes []string
+	src := filepath.Join(dir, "src")
+	if err := writeSources(src); err != nil {
+		return nil, []string{"peers: " + err.Error()}
+	}
+	root := os.Geteuid() == 0
+	var peers []Peer
+	type mpi struct {
+		name, cc, run string
+		launch        []string
+		env           []string
+		tcpArgs       []string
+		tcpEnv        []string
+	}
+	mpis := []mpi{
+		{name: "openmpi", cc: "mpicc.openmpi", run: "mpirun.openmpi", launch: []string{"--oversubscribe"},
+			tcpArgs: []string{"--mca", "btl", "self,tcp", "--mca", "osc", "pt2pt"}},
+		{name: "mpich", cc: "mpicc.mpich", run: "mpirun.mpich",
+			tcpEnv: []string{"MPIR_CVAR_CH3_NOLOCAL=1", "MPIR_CVAR_NOLOCAL=1"}},
+	}
+	for _, m := range mpis {
+		cc, err1 := exec.LookPath(m.cc)
+		run, err2 := exec.LookPath(m.run)
+		if err1 != nil || err2 != nil {
+			notes = append(notes, fmt.Sprintf("peer %s: %s or %s not found (apt-get install %s)", m.name, m.cc, m.run, map[string]string{"openmpi": "libopenmpi-dev openmpi-bin", "mpich": "libmpich-dev mpich"}[m.name]))
+			continue
+		}
+		env := m.env
+		if m.name == "openmpi" && root {
+			env = append(env, "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+		}
+		exe := filepath.Join(dir, "mpi_rma-"+m.name)
+		if err := build(ctx, exe, cc, []string{filepath.Join(src, "mpi_rma.c")}, nil); err != nil {
+			notes = append(notes, fmt.Sprintf("peer %s: build: %v", m.name, err))
+			continue
+		}
+		for _, win := range []string{"allocate", "create"} {
+			peers = append(peers, Peer{
+				Name: m.name + "-" + win, Launcher: append([]string{run}, m.launch...), Exe: exe,
+				Args: []string{"-win", win}, Env: env, names: oneSidedNames,
+				tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
+			})
+		}
+		if m.name != "openmpi" {
+			continue
+		}
+		gacfg := "/usr/lib/x86_64-linux-gnu/ga/openmpi/bin/ga-config"
+		libs, err := exec.CommandContext(ctx, gacfg, "--libs").Output()
+		if err != nil {
+			notes = append(notes, "peer ga: Global Arrays for Open MPI not found (apt-get install libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev)")
+			continue
+		}
+		gaExe := filepath.Join(dir, "ga_bench-openmpi")
+		ldflags := append(strings.Fields(string(libs)), "-lgfortran", "-lm")
+		if err := build(ctx, gaExe, cc, []string{filepath.Join(src, "ga_bench.c")}, ldflags); err != nil {
+			notes = append(notes, fmt.Sprintf("peer ga: build: %v", err))
+			continue
+		}
+		launch := append([]string{run}, m.launch...)
+		peers = append(peers,
+			Peer{Name: "ga", Launcher: launch, Exe: gaExe, Env: env, names: GASuite, tcpArgs: m.tcpArgs},
+			Peer{Name: "armci", Launcher: launch, Exe: gaExe, Env: env, syncs: []Sync{SyncFlush},
+				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs},
+		)
+	}
+	return peers, notes
+}
+
+// writeSources writes the embedded C sources into dir, leaving files with equal content alone
+// (so their binaries are not rebuilt).
+func writeSources(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ents, err := peerSources.ReadDir("peers")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := peerSources.ReadFile("peers/" + e.Name())
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, e.Name())
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
+			continue
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// build compiles srcs into exe with cc unless exe is newer than every source and common.h.
+func build(ctx context.Context, exe, cc string, srcs, ldflags []string) error {
+	deps := append([]string{filepath.Join(filepath.Dir(srcs[0]), "common.h")}, srcs...)
+	if st, err := os.Stat(exe); err == nil {
+		fresh := true
+		for _, d := range deps {
+			if ds, err := os.Stat(d); err != nil || ds.ModTime().After(st.ModTime()) {
+				fresh = false
+			}
+		}
+		if fresh {
+			return nil
+		}
+	}
+	args := append([]string{"-O2", "-o", exe}, srcs...)
+	args = append(args, ldflags...)
+	out, err := exec.CommandContext(ctx, cc, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", cc, err, lastLines(string(out), 5))
+	}
+	return nil
+}

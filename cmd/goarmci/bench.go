@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/internal/bootstrap"
+	"github.com/goarmci/goarmci/rma"
+)
+
+// childFlag tells a rank started by `goarmci bench` to print its results as JSON for the
+// launching command instead of formatting them.
+const childFlag = "-child-json"
+
+const benchUsage = `usage: goarmci bench NAME [flags]
+       goarmci bench compare NAME [flags]
+       goarmci bench list
+
+NAME is one of the OSU one-sided benchmarks put_latency, get_latency, put_bw, get_bw,
+put_bibw, acc_latency, fop_latency, cas_latency, get_acc_latency; barrier (latency of each
+barrier algorithm for 2..np ranks); ga (NGA Put/Get/Acc, Read_inc, Sync) or one of ga_put,
+ga_get, ga_acc, ga_read_inc, ga_sync.
+
+Without a launcher, bench starts -np ranks of itself on this host (as goarmci run does); under
+goarmci run, srun or mpirun it runs as one rank of that job and rank 0 prints the table.
+compare runs goarmci and every C peer of bench/peers that can be built here (Open MPI and
+MPICH one-sided, Global Arrays/ARMCI), alternating, and prints the medians side by side with
+goarmci's ratio to each.
+
+Flags (single or double dash):
+`
+
+// benchFlags are the command line of `goarmci bench`.
+type benchFlags struct {
+	np         int
+	transport  string
+	sync       string
+	format     string
+	plot       string
+	iterations int
+	skip       int
+	window     int
+	minSize    int
+	maxSize    int
+	baseline   bool
+	alg        string
+	timeout    time.Duration
+	runs       int
+	peers      string
+	cache      string
+	child      bool
+}
+
+func (f *benchFlags) set(fs *flag.FlagSet) {
+	fs.IntVar(&f.np, "np", 2, "number of ranks to launch (barrier: largest group, from 2)")
+	fs.StringVar(&f.transport, "transport", "shm", "shm or tcp (GOARMCI_TRANSPORT of the ranks)")
+	fs.StringVar(&f.sync, "sync", "", "lock, flush or fence (default: the benchmark's OSU default); pscw needs windows")
+	fs.StringVar(&f.format, "format", "text", "text (OSU), csv or json")
+	fs.StringVar(&f.plot, "plot", "", "also plot the table into this PNG file")
+	fs.IntVar(&f.iterations, "iterations", 0, "iterations per size (default: OSU's, fewer above 8 KiB)")
+	fs.IntVar(&f.skip, "skip", 0, "warm-up iterations per size (default: OSU's)")
+	fs.IntVar(&f.window, "window", bench.DefaultWindow, "operations per synchronization in bandwidth tests")
+	fs.IntVar(&f.minSize, "min-size", 0, "smallest message in bytes (default: the benchmark's)")
+	fs.IntVar(&f.maxSize, "max-size", 0, "largest message in bytes (default 4 MiB)")
+	fs.BoolVar(&f.baseline, "baseline", false, "print the physical limits beside (memcpy of one core, plain TCP socket)")
+	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of dissemination, pairwise, gather-broadcast")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
+	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
+	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run (default: every one available)")
+	fs.BoolVar(&f.child, childFlag[1:], false, "internal: print rank 0's results as JSON for the launching goarmci bench")
+	fs.StringVar(&f.cache, "peer-dir", "", "compare: where the C peers are built (default: the user cache dir)")
+}
+
+func (f *benchFlags) options(name string) bench.Options {
+	return bench.Options{
+		Name: name, Sync: bench.Sync(f.sync), MinSize: f.minSize, MaxSize: f.maxSize,
+		Iterations: f.iterations, Skip: f.skip, Window: f.window, Baseline: f.baseline, BarrierAlg: f.alg,
+	}
+}
+
+func newBenchCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench list",
+		Short:              "OSU one-sided microbenchmarks, GA and barrier benchmarks, side by side with MPI and GA",
+		DisableFlagParsing: true, // Go-style flags: -np 2 and --np 2 alike, as the OSU tools
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+		},
+	}
+}
+
+func runBench(stdout, stderr io.Writer, args []string) error {
+	var f benchFlags
+	fs := flag.NewFlagSet("goarmci bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.set(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	// Flags may come before or after NAME.
+	var pos []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return usageError("bench: %v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return usageError("bench: missing NAME")
+	}
+	switch f.transport {
+	case "shm", "tcp", "auto":
+	default:
+		return usageError("bench: -transport %q (want shm or tcp)", f.transport)
+	}
+	switch f.format {
+	case "text", "osu", "csv", "json":
+	default:
+		return usageError("bench: -format %q (want text, csv or json)", f.format)
+	}
+	if f.np < 1 {
+		return usageError("bench: -np must be positive, got %d", f.np)
+	}
+	if pos[0] == "list" {
+		for _, s := range bench.Specs() {
+			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, strings.TrimPrefix(s.Title, "# "))
+		}
+		fmt.Fprintf(stdout, "%-16s %s\n", "ga", "all of "+strings.Join(bench.GASuite, ", "))
+		return nil
+	}
+	compare := pos[0] == "compare"
+	if compare {
+		pos = pos[1:]
+		if len(pos) == 0 {
+			return usageError("bench: compare: missing NAME")
+		}
+	}
+	if len(pos) != 1 {
+		return usageError("bench: one NAME at a time, got %q", pos)
+	}
+	name := pos[0]
+	names := []string{name}
+	if name == "ga" {
+		names = bench.GASuite
+	}
+	for _, n := range names {
+		if _, _, err := f.options(n).Check(); err != nil {
+			return usageError("%v", err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if info, err := bootstrap.Detect(); err == nil && info.Launcher != bootstrap.LauncherSingle {
+		if compare {
+			return usageError("bench: compare launches its own jobs; run it outside a launcher")
+		}
+		return benchRank(ctx, stdout, &f, names)
+	}
+	if compare {
+		return benchCompare(ctx, stdout, stderr, &f, name, names)
+	}
+	var results []*bench.Result
+	if name == "barrier" {
+		res, err := barrierSweep(ctx, stderr, &f)
+		if err != nil {
+			return err
+		}
+		results = []*bench.Result{res}
+	} else {
+		var err error
+		results, err = launchBench(ctx, stderr, &f, f.np, names)
+		if err != nil {
+			return err
+		}
+	}
+	return emit(stdout, &f, results)
+}
+
+// emit prints the results in the chosen format and plots them.
+func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
+	for i, r := range results {
+		if i > 0 && f.format != "csv" {
+			fmt.Fprintln(w)
+		}
+		if err := r.Write(w, f.format); err != nil {
+			return err
+		}
+		if f.plot != "" {
+			path := f.plot
+			if len(results) > 1 {
+				ext := filepath.Ext(path)
+				path = strings.TrimSuffix(path, ext) + "_" + r.Name + ext
+			}
+			if err := r.WritePNG(path); err != nil {
+				return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
+			}
+		}
+	}
+	return nil
+}
+
+// benchRank runs the benchmarks as one rank of a launched job.
+func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []string) error {
+	cfg := &rma.Config{}
+	if f.transport != "" {
+		cfg.Transport = rma.Transport(f.transport)
+	}
+	rt, err := rma.Init(ctx, cfg)
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("bench: %w", err)}
+	}
+	var results []*bench.Result
+	for _, n := range names {
+		res, err := bench.Run(ctx, rt, f.options(n))
+		if err != nil {
+			_ = rt.Finalize(ctx)
+			return &exitError{code: 1, err: err}
+		}
+		if res != nil {
+			results = append(results, res)
+		}
+	}
+	if err := rt.Finalize(ctx); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("bench: %w", err)}
+	}
+	if rt.Rank() != 0 {
+		return nil
+	}
+	if f.child {
+		return json.NewEncoder(stdout).Encode(results)
+	}
+	return emit(stdout, f, results)
+}
+
+// launchBench starts np ranks of this executable running the benchmarks and returns rank 0's
+// results.
+func launchBench(ctx context.Context, stderr io.Writer, f *benchFlags, np int, names []string) ([]*bench.Result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, &exitError{code: 1, err: fmt.Errorf("bench: %w", err)}
+	}
+	args := []string{"bench", strings.Join(names, ",")}
+	if len(names) > 1 {
+		args[1] = "ga"
+	}
+	args = append(args, f.childArgs()...)
+	var out bytes.Buffer
+	j := &job{
+		np: np, exe: exe, args: args, env: os.Environ(),
+		transport: f.transport, timeout: f.timeout, grace: 3 * time.Second,
+		stdout: &out, stderr: stderr,
+	}
+	if code := j.run(ctx); code != 0 {
+		return nil, &exitError{code: code, err: fmt.Errorf("bench: %d-rank job failed (exit code %d)", np, code)}
+	}
+	return decodeChild(out.Bytes())
+}
+
+// childArgs repeats the measuring flags for the launched ranks.
+func (f *benchFlags) childArgs() []string {
+	a := []string{childFlag, "-transport", f.transport, "-window", fmt.Sprint(f.window), "-alg", f.alg}
+	if f.sync != "" {
+		a = append(a, "-sync", f.sync)
+	}
+	for _, kv := range []struct {
+		k string
+		v int
+	}{{"-iterations", f.iterations}, {"-skip", f.skip}, {"-min-size", f.minSize}, {"-max-size", f.maxSize}} {
+		if kv.v != 0 {
+			a = append(a, kv.k, fmt.Sprint(kv.v))
+		}
+	}
+	if f.baseline {
+		a = append(a, "-baseline")
+	}
+	return a
+}
+
+// decodeChild reads rank 0's JSON results from the job's prefixed output.
+func decodeChild(out []byte) ([]*bench.Result, error) {
+	var body bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "[0] "); ok {
+			body.WriteString(rest)
+			body.WriteByte('\n')
+		}
+	}
+	var results []*bench.Result
+	if err := json.Unmarshal(body.Bytes(), &results); err != nil || len(results) == 0 {
+		return nil, &exitError{code: 1, err: fmt.Errorf("bench: no results from rank 0 (%v): %q", err, truncate(out, 400))}
+	}
+	return results, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+// barrierSweep launches one job per group size 2..np and gathers one row from each.
+func barrierSweep(ctx context.Context, stderr io.Writer, f *benchFlags) (*bench.Result, error) {
+	var all *bench.Result
+	for n := min(2, f.np); n <= f.np; n++ {
+		rs, err := launchBench(ctx, stderr, f, n, []string{"barrier"})
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = rs[0]
+		} else {
+			all.Rows = append(all.Rows, rs[0].Rows...)
+		}
+	}
+	all.Ranks = f.np
+	return all, nil
+}
+
+// benchCompare runs goarmci and each available peer, alternating, and prints the medians.
+func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, name string, names []string) error {
+	if f.runs < 1 {
+		return usageError("bench: -runs must be positive")
+	}
+	dir := f.cache
+	if dir == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			c = os.TempDir()
+		}
+		dir = filepath.Join(c, "goarmci", "peers")
+	}
+	peers, notes := bench.FindPeers(ctx, dir)
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "goarmci: bench: "+n)
+	}
+	if f.peers != "" {
+		var keep []bench.Peer
+		for _, p := range peers {
+			for _, want := range strings.Split(f.peers, ",") {
+				if p.Name == strings.TrimSpace(want) {
+					keep = append(keep, p)
+				}
+			}
+		}
+		peers = keep
+	}
+	var results []*bench.Result
+	for _, n := range names {
+		o, _, _ := f.options(n).Check()
+		o.Baseline = false
+		systems := []bench.System{{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
+			g := *f
+			g.baseline = false
+			rs, err := launchBench(ctx, stderr, &g, f.np, []string{n})
+			if err != nil {
+				return nil, err
+			}
+			return rs[0], nil
+		}}}
+		for _, p := range peers {
+			if !p.Supports(n) {
+				continue
+			}
+			systems = append(systems, bench.System{Name: p.Name, Run: func(ctx context.Context) (*bench.Result, error) {
+				return p.Run(ctx, o, f.np, f.transport)
+			}})
+		}
+		if len(systems) == 1 {
+			fmt.Fprintf(stderr, "goarmci: bench: no peer runs %s here; goarmci alone\n", n)
+		}
+		res, err := bench.Compare(ctx, n, systems, f.runs, stderr)
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		res.Header = append(res.Header, fmt.Sprintf("Transport: %s, %d ranks, sync %s", f.transport, f.np, o.Sync))
+		results = append(results, res)
+	}
+	return emit(stdout, f, results)
+}
