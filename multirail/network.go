@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
@@ -17,8 +18,9 @@ var ErrFailed = errors.New("multirail: operation failed")
 
 // Network is one device's side of the job.
 type Network struct {
-	ep   *hybridft.Endpoint
-	reqs slab
+	ep      *hybridft.Endpoint
+	stripes stripeTable
+	live    atomic.Int64 // requests not yet complete
 
 	pollMu  sync.Mutex // held by the goroutine that polls the CQ
 	waiters atomic.Int32
@@ -40,7 +42,7 @@ func (n *Network) Endpoint() *hybridft.Endpoint { return n.ep }
 func (n *Network) NewRequest(onDone func(*Request)) *Request {
 	r := &Request{net: n, onDone: onDone}
 	r.pending.Store(1) // the issuer's hold, released by Issued
-	n.reqs.add(r)
+	n.live.Add(1)
 	return r
 }
 
@@ -52,7 +54,10 @@ func (n *Network) complete(r *Request, s ibv.WCStatus) {
 		r.fail(s)
 	}
 	if r.pending.Add(-1) == 0 {
-		n.reqs.remove(r)
+		if r.ch != nil {
+			r.ch.untrack(r)
+		}
+		n.live.Add(-1)
 		if r.onDone != nil {
 			r.onDone(r)
 		}
@@ -72,13 +77,23 @@ func (n *Network) Progress() int {
 
 func (n *Network) pollLocked() int {
 	total := 0
+	var now time.Time // read once per poll, and only for policies that use delivery times
 	for {
-		k := n.ep.CQ.Poll(n.wcs[:])
+		k := n.ep.Poll(n.wcs[:])
 		for i := 0; i < k; i++ {
 			wc := &n.wcs[i]
-			if r := n.reqs.get(wc.WRID); r != nil {
-				n.complete(r, wc.Status)
+			rec, ok := n.stripes.take(wc.WRID)
+			if !ok {
+				continue
 			}
+			if rec.pc != nil {
+				if rec.ch.feedback && now.IsZero() {
+					now = time.Now()
+				}
+				rec.ch.stripeDone(rec.pc, rec.sub, wc.Status, now)
+			}
+			rec.ch.outstanding[rec.sub].Add(-1)
+			n.complete(rec.req, wc.Status)
 		}
 		total += k
 		if k < len(n.wcs) {
@@ -119,7 +134,7 @@ func (n *Network) Wait(ctx context.Context, r *Request) error {
 					runtime.Gosched()
 					continue
 				}
-				err := n.ep.CQ.Wait(ctx)
+				err := n.ep.Wait(ctx)
 				if err != nil {
 					n.pollMu.Unlock()
 					n.waiters.Add(1) // make sure someone else takes over polling
@@ -160,4 +175,4 @@ func (n *Network) Wait(ctx context.Context, r *Request) error {
 }
 
 // InFlight is the number of requests not yet complete.
-func (n *Network) InFlight() int { return n.reqs.live() }
+func (n *Network) InFlight() int { return int(n.live.Load()) }

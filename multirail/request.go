@@ -7,17 +7,31 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// Request is one operation in flight, possibly carried by several work requests. It completes
-// when all of them have completed; its status is the first failure's.
+// Request is one operation in flight, possibly carried by several work requests (stripes, and
+// the pieces of a strided or vector transfer). It completes when all of them have completed; its
+// status is the first failure's. A Request carries operations to one channel.
 type Request struct {
 	net     *Network
-	slot    uint64
 	pending atomic.Int32
 	status  atomic.Uint32 // ibv.WCStatus of the first failure, or WCSuccess
 	// onDone, if set, runs once when the request completes (from the progress engine).
 	onDone func(*Request)
 	// Tag is free for the caller (e.g. the target rank).
 	Tag int
+	// Blocking tells the scheduler the origin waits for this operation before issuing another
+	// (seed 000 §6.2.1, EPC's communication marker). Set it before posting.
+	Blocking bool
+	// Collective tells the scheduler the operation is a step of a collective (§6.2.2).
+	Collective bool
+
+	// Ordering state, guarded by ch.mu (multi-subchannel channels only): the remote byte range
+	// the request touches, whether it writes and reads there, the subchannels it uses and its
+	// index in ch.tracked.
+	ch           *Channel
+	lo, hi       uint64
+	write, read  bool
+	subs         uint64
+	trackedIndex int
 }
 
 // Done reports whether every work request of r has completed.
@@ -28,46 +42,46 @@ func (r *Request) Status() ibv.WCStatus { return ibv.WCStatus(r.status.Load()) }
 
 func (r *Request) fail(s ibv.WCStatus) { r.status.CompareAndSwap(uint32(ibv.WCSuccess), uint32(s)) }
 
-// slab maps work request IDs to requests without hiding pointers in integers.
-type slab struct {
+// stripeRec is one work request in flight: the work request ID is its index in the network's
+// stripe table.
+type stripeRec struct {
+	req *Request
+	ch  *Channel
+	pc  *piece // nil on a single-subchannel channel
+	sub int
+}
+
+// stripeTable maps work request IDs to stripes without hiding pointers in integers.
+type stripeTable struct {
 	mu   sync.Mutex
-	reqs []*Request
+	recs []stripeRec
 	free []uint64
 }
 
-func (s *slab) add(r *Request) {
+func (s *stripeTable) add(rec stripeRec) uint64 {
 	s.mu.Lock()
+	var id uint64
 	if n := len(s.free); n > 0 {
-		r.slot = s.free[n-1]
+		id = s.free[n-1]
 		s.free = s.free[:n-1]
-		s.reqs[r.slot] = r
+		s.recs[id] = rec
 	} else {
-		r.slot = uint64(len(s.reqs))
-		s.reqs = append(s.reqs, r)
+		id = uint64(len(s.recs))
+		s.recs = append(s.recs, rec)
 	}
 	s.mu.Unlock()
+	return id
 }
 
-func (s *slab) get(id uint64) *Request {
+// take removes and returns the stripe with ID id.
+func (s *stripeTable) take(id uint64) (stripeRec, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id >= uint64(len(s.reqs)) {
-		return nil
+	if id >= uint64(len(s.recs)) || s.recs[id].req == nil {
+		return stripeRec{}, false
 	}
-	return s.reqs[id]
-}
-
-func (s *slab) remove(r *Request) {
-	s.mu.Lock()
-	if r.slot < uint64(len(s.reqs)) && s.reqs[r.slot] == r {
-		s.reqs[r.slot] = nil
-		s.free = append(s.free, r.slot)
-	}
-	s.mu.Unlock()
-}
-
-func (s *slab) live() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.reqs) - len(s.free)
+	rec := s.recs[id]
+	s.recs[id] = stripeRec{}
+	s.free = append(s.free, id)
+	return rec, true
 }

@@ -29,21 +29,65 @@ func (r *Runtime) openShm() error {
 	return r.addNetwork(TransportShm, dev, alloc)
 }
 
-// openNet opens the network device with one port per rail.
+// openNet opens the network device with one port per rail (GOARMCI_RAILS / Config.Rails: an
+// interface name, an IP or an ip:port each; default defaultRail()). Every peer reached through
+// the network gets one RC connection per rail, the subchannels of its multirail channel (seed 000
+// §4.1.1).
 func (r *Runtime) openNet() error {
 	rails := r.cfg.Rails
 	if len(rails) == 0 {
 		rails = []string{defaultRail()}
 	}
 	var ports []tcp.PortConfig
-	for _, ip := range rails {
-		ports = append(ports, tcp.PortConfig{Listen: listenAddr(ip)})
+	for _, rail := range rails {
+		pc, err := railPort(rail)
+		if err != nil {
+			return err
+		}
+		ports = append(ports, pc)
 	}
-	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports})
+	// The ACK timeout floor is GOARMCI_ACK_TIMEOUT (default 50 ms): the engine's own 10 ms floor
+	// gives up on a loaded two-core machine while several rails carry 64 MiB bursts both ways.
+	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, TimeoutFloor: r.cfg.env.cfg.AckTimeout})
 	if err != nil {
 		return err
 	}
 	return r.addNetwork(TransportTCP, dev, nil)
+}
+
+// railPort turns one rail (interface name, IP, or ip:port) into a tcp port configuration: an
+// interface listens on its first IPv4 address (else its first address).
+func railPort(rail string) (tcp.PortConfig, error) {
+	if _, _, err := net.SplitHostPort(rail); err == nil {
+		return tcp.PortConfig{Listen: rail}, nil
+	}
+	if ip := net.ParseIP(rail); ip != nil {
+		return tcp.PortConfig{Listen: net.JoinHostPort(rail, "0")}, nil
+	}
+	ifc, err := net.InterfaceByName(rail)
+	if err != nil {
+		return tcp.PortConfig{}, fmt.Errorf("%w: rail %q is neither an address nor an interface: %w", ErrConfig, rail, err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return tcp.PortConfig{}, fmt.Errorf("%w: rail %q: %w", ErrConfig, rail, err)
+	}
+	var pick net.IP
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ipn.IP.To4() != nil {
+				pick = ipn.IP
+				break
+			}
+			if pick == nil && !ipn.IP.IsLinkLocalUnicast() {
+				pick = ipn.IP
+			}
+		}
+	}
+	if pick == nil {
+		return tcp.PortConfig{}, fmt.Errorf("%w: rail %q: interface has no usable address", ErrConfig, rail)
+	}
+	return tcp.PortConfig{Listen: net.JoinHostPort(pick.String(), "0"), Ifname: rail}, nil
 }
 
 func (r *Runtime) addNetwork(kind Transport, dev *ibv.Context, alloc func(int) ([]byte, func() error, error)) error {
@@ -52,7 +96,14 @@ func (r *Runtime) addNetwork(kind Transport, dev *ibv.Context, alloc func(int) (
 	if err != nil {
 		return err
 	}
-	r.nets = append(r.nets, &network{kind: kind, dev: dev, ep: ep, net: multirail.NewNetwork(ep), alloc: alloc})
+	// One endpoint per port (rail), sharing the device's PD and completion queue.
+	eps := []*hybridft.Endpoint{ep}
+	for p := 2; p <= dev.QueryDevice().PhysPortCnt; p++ {
+		e := *ep
+		e.Port = uint8(p)
+		eps = append(eps, &e)
+	}
+	r.nets = append(r.nets, &network{kind: kind, dev: dev, ep: ep, eps: eps, net: multirail.NewNetwork(ep), alloc: alloc})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/multirail"
 )
 
 // sysSegment layout: barrier flags, then the collective scratch (one slot per rank).
@@ -158,6 +159,12 @@ func (c *Config) fillDefaults() error {
 	if len(c.Rails) == 0 {
 		c.Rails = env.rails
 	}
+	if c.StripePolicy == "" {
+		c.StripePolicy = env.cfg.StripePolicy
+	}
+	if c.StripeThreshold == 0 {
+		c.StripeThreshold = int(env.cfg.StripeThreshold)
+	}
 	if c.HostID == "" {
 		c.HostID = hostID()
 	}
@@ -171,21 +178,38 @@ func (c *Config) fillDefaults() error {
 	return nil
 }
 
-// connect creates one connection per peer on the peer's network and exchanges connection
-// information through the bootstrap.
+// connect creates the connections to every peer on the peer's network — one per rail (port) of
+// the network device, the subchannels of the peer's multirail channel — and exchanges their
+// connection information through the bootstrap. Rail i connects to the peer's rail i; when two
+// ranks have different numbers of rails they use the rails both have.
 func (r *Runtime) connect(ctx context.Context) error {
-	conns := make([]*hybridft.Conn, r.size)
+	conns := make([][]*hybridft.Conn, r.size)
+	defer func() {
+		for _, cs := range conns { // connections not handed to a channel
+			for _, c := range cs {
+				if c != nil {
+					_ = c.Close()
+				}
+			}
+		}
+	}()
 	var blob []byte
 	for p, pe := range r.peers {
 		var info []byte
 		if p != r.rank {
 			pe.net = r.netFor(pe)
-			c, err := r.nets[pe.net].ep.NewConn()
-			if err != nil {
-				return err
+			eps := r.nets[pe.net].eps
+			info = append(info, byte(len(eps)))
+			for _, ep := range eps {
+				c, err := ep.NewConn()
+				if err != nil {
+					return err
+				}
+				conns[p] = append(conns[p], c)
+				ci := c.Local().Marshal()
+				info = append(info, byte(len(ci)))
+				info = append(info, ci...)
 			}
-			conns[p] = c
-			info = c.Local().Marshal()
 		}
 		blob = binary.LittleEndian.AppendUint16(blob, uint16(len(info)))
 		blob = append(blob, info...)
@@ -194,6 +218,7 @@ func (r *Runtime) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ccfg := multirail.ChannelConfig{Policy: r.cfg.StripePolicy, Threshold: r.cfg.StripeThreshold}
 	for p, pe := range r.peers {
 		if p == r.rank {
 			continue
@@ -202,19 +227,51 @@ func (r *Runtime) connect(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
-		ci, err := hybridft.UnmarshalConnInfo(info)
+		cis, err := railInfos(info)
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
-		if err := conns[p].Connect(ci); err != nil {
-			return fmt.Errorf("rank %d: %w", p, err)
+		k := min(len(cis), len(conns[p]))
+		for i := 0; i < k; i++ {
+			if err := conns[p][i].Connect(cis[i]); err != nil {
+				return fmt.Errorf("rank %d rail %d: %w", p, i, err)
+			}
 		}
-		pe.ch, err = r.nets[pe.net].net.NewChannel(conns[p])
+		pe.ch, err = r.nets[pe.net].net.NewChannelConfig(ccfg, conns[p][:k]...)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		for _, c := range conns[p][k:] {
+			_ = c.Close()
+		}
+		conns[p] = nil
 	}
 	return nil
+}
+
+// railInfos decodes one peer's entry: a count, then per rail a length byte and a ConnInfo.
+func railInfos(b []byte) ([]hybridft.ConnInfo, error) {
+	if len(b) < 1 || b[0] == 0 {
+		return nil, errBlob
+	}
+	n := int(b[0])
+	b = b[1:]
+	cis := make([]hybridft.ConnInfo, 0, n)
+	for i := 0; i < n; i++ {
+		if len(b) < 1 || len(b) < 1+int(b[0]) {
+			return nil, errBlob
+		}
+		ci, err := hybridft.UnmarshalConnInfo(b[1 : 1+int(b[0])])
+		if err != nil {
+			return nil, err
+		}
+		cis = append(cis, ci)
+		b = b[1+int(b[0]):]
+	}
+	if len(b) != 0 {
+		return nil, errBlob
+	}
+	return cis, nil
 }
 
 var errBlob = errors.New("rma: malformed exchange blob")

@@ -121,6 +121,15 @@ func (r *Runtime) Rank() int { return r.rank }
 // Size is the number of ranks (armci_msg_nproc).
 func (r *Runtime) Size() int { return r.size }
 
+// Channel returns the multirail channel to rank p — its subchannels (one per rail), policy and
+// per-subchannel counters — or nil for this rank itself or a bad rank.
+func (r *Runtime) Channel(p int) *multirail.Channel {
+	if p < 0 || p >= r.size || p == r.rank || r.peers == nil {
+		return nil
+	}
+	return r.peers[p].ch
+}
+
 // Logger is the runtime's logger.
 func (r *Runtime) Logger() *zerolog.Logger { return &r.log }
 

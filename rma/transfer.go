@@ -72,6 +72,7 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 		})
 	}
 	n, req := r.begin(pe)
+	req.Blocking = block // EPC's communication marker (seed 000 §6.2.3)
 	ch := pe.ch
 	ierr := pieces(func(local []byte, roff int) error {
 		switch x.kind {

@@ -19,6 +19,7 @@ type options struct {
 	transport rma.Transport
 	timeout   time.Duration
 	hosts     func(rank int) string
+	configure func(rank int, c *rma.Config)
 }
 
 // Transport selects the transport between the ranks (default shm).
@@ -30,6 +31,10 @@ func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d }
 // Hosts assigns ranks to pretend nodes: ranks with the same host id share memory, others use
 // the network.
 func Hosts(f func(rank int) string) Option { return func(o *options) { o.hosts = f } }
+
+// Configure changes each rank's rma.Config before Init (rails, striping policy, ...); the
+// harness sets Bootstrap, Transport, HostID and Job first.
+func Configure(f func(rank int, c *rma.Config)) Option { return func(o *options) { o.configure = f } }
 
 var jobSeq atomic.Int64
 
@@ -65,7 +70,11 @@ func Run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *r
 			if o.hosts != nil {
 				host = o.hosts(i)
 			}
-			r, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: o.transport, HostID: host, Job: job})
+			cfg := &rma.Config{Bootstrap: g.Member(i), Transport: o.transport, HostID: host, Job: job}
+			if o.configure != nil {
+				o.configure(i, cfg)
+			}
+			r, err := rma.Init(ctx, cfg)
 			if err != nil {
 				rt.Errorf("rank %d: Init: %v", i, err)
 				return

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rma_test
+
+const raceEnabled = false
