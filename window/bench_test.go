@@ -112,3 +112,90 @@ func BenchmarkFencePut(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInterleave is the interleaving test of seed 000 §5.3.4: rank 0 issues 16 puts and 16
+// gets of one size per fence epoch to rank 1, with the reordering policy on and off; MB/s counts
+// the bytes of both directions. (The full sweep over sizes and rate-limited rails belongs to
+// `goarmci bench interleave`.)
+func BenchmarkInterleave(b *testing.B) {
+	const size = 256 << 10
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		for _, reorder := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/reorder=%v", tr, reorder), func(b *testing.B) {
+				b.SetBytes(32 * size)
+				benchInterleave(b, tr, reorder, size)
+			})
+		}
+	}
+}
+
+func benchInterleave(b *testing.B, tr rma.Transport, reorder bool, size int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := rmatest.NewGroup(2)
+	job := fmt.Sprintf("wi%d", time.Now().UnixNano()%1e9)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := func() error {
+				rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: tr, HostID: "bench", Job: job})
+				if err != nil {
+					return err
+				}
+				defer rt.Finalize(ctx)
+				w, err := Allocate(ctx, rt, 32*size, 1, Reorder(reorder))
+				if err != nil {
+					return err
+				}
+				bufs := make([][]byte, 32)
+				for k := range bufs {
+					bufs[k] = make([]byte, size)
+				}
+				if err := w.Fence(ctx, ModeNoPrecede); err != nil {
+					return err
+				}
+				if i == 0 {
+					b.ResetTimer()
+				}
+				for it := 0; it < b.N; it++ {
+					if i == 0 {
+						for k := 0; k < 16; k++ {
+							if err := w.Put(ctx, bufs[k], 1, k*size); err != nil {
+								return err
+							}
+						}
+						for k := 16; k < 32; k++ {
+							if err := w.Get(ctx, bufs[k], 1, k*size); err != nil {
+								return err
+							}
+						}
+					}
+					if err := w.Fence(ctx, 0); err != nil {
+						return err
+					}
+				}
+				if i == 0 {
+					b.StopTimer()
+				}
+				if err := w.Fence(ctx, ModeNoSucceed); err != nil {
+					return err
+				}
+				return w.Free(ctx)
+			}()
+			if err != nil {
+				errs[i] = err
+				cancel()
+				g.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", i, err)
+		}
+	}
+}

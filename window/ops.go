@@ -148,8 +148,10 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 
 // ---- issue and completion ----
 
-// completeAll issues every queued operation, waits for all of them and fences every target that
-// carried data (a completion on every subchannel used, seed 000 §5.2.1).
+// completeAll issues every queued operation, waits for all of them, then for every target that
+// carried data runs an rma Fence (every operation to it complete, all its stripes included) and
+// flushes its multirail channel (every work request on every subchannel complete: the
+// completion on every subchannel used of seed 000 §5.2.1).
 func (w *Window) completeAll(ctx context.Context) error {
 	return w.complete(ctx, -1)
 }
@@ -175,6 +177,12 @@ func (w *Window) complete(ctx context.Context, t int) error {
 		}
 		if e := w.rt.Fence(ctx, u); e != nil && err == nil {
 			err = fmt.Errorf("window: fence to rank %d: %w", u, e)
+		}
+		// seed 000 §5.2.1: a completion on every subchannel of the channel that carried data
+		if ch := w.rt.Channel(u); ch != nil {
+			if e := ch.Flush(ctx); e != nil && err == nil {
+				err = fmt.Errorf("window: flush of the channel to rank %d: %w", u, e)
+			}
 		}
 		w.touched[u] = false
 	}
