@@ -5,8 +5,10 @@
 //
 // A Network is one device's side of the job: its connections (hybridft.Conn), the table of
 // in-flight requests and the progress engine that polls the completion queue. A Channel is the
-// path set to one peer. Today a channel has one subchannel (one rail); the scheduling policies of
-// seed 000 ch. 4–8 plug in between Channel and its subchannels.
+// path set to one peer: one subchannel (RC queue pair) per rail, with a scheduling policy of
+// package sched (seed 000 ch. 4–8) that stripes or multiplexes each operation over them, feeds
+// stripe delivery times back to the adaptive policies and keeps overlapping operations in order
+// (see Channel).
 //
 // Progress is driven by the waiting goroutine (no goroutine on the data path): whoever waits
 // becomes the poller; others sleep until the poller reports progress.
