@@ -6,23 +6,63 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/goarmci/goarmci/hybridft/apm"
+	"github.com/goarmci/goarmci/hybridft/recovery"
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// ErrMalformed: a ConnInfo blob that does not decode.
-var ErrMalformed = errors.New("hybridft: malformed connection info")
+// Sentinel errors.
+var (
+	// ErrPartition: no path to the peer came back within the partition timeout
+	// (GOARMCI_PARTITION_TIMEOUT); the connection is given up, its requests fail.
+	ErrPartition = errors.New("hybridft: network partition: no path to the peer")
+	// ErrFailed wraps the status of a work request that failed for good.
+	ErrFailed = errors.New("hybridft: work request failed")
+	// ErrClosed: the manager or connection was closed.
+	ErrClosed = errors.New("hybridft: closed")
+)
+
+// VendorErr values of completions the completion filter produces itself.
+const (
+	// VendorSynthetic marks a completion the recovery produced without the network: the request
+	// had been executed by the responder before the fault (only its acknowledgement was lost).
+	VendorSynthetic uint32 = 0x48465401
+	// VendorPartition marks the failed completion of a request given up after a partition.
+	VendorPartition uint32 = 0x48465402
+)
+
+// CompletionError is the error of a completion returned by Endpoint.Poll: nil on success,
+// ErrPartition (wrapped) for requests given up after a network partition, else ErrFailed
+// wrapping the status. rma/multirail use it to surface errors.Is-testable causes.
+func CompletionError(wc *ibv.WC) error {
+	switch {
+	case wc.Status == ibv.WCSuccess:
+		return nil
+	case wc.VendorErr == VendorPartition:
+		return fmt.Errorf("%w (work request %d)", ErrPartition, wc.WRID)
+	}
+	return fmt.Errorf("%w: %v", ErrFailed, wc.Status)
+}
 
 // Endpoint holds one process's per-device resources that its connections share: the protection
-// domain and the completion queue every RC queue pair of the device reports to.
+// domain and the completion queue every RC queue pair of the device reports to. Endpoints made
+// by a Manager (Manager.NewEndpoint) are fault tolerant; copies of an Endpoint (or WithPort)
+// share its fault-tolerance state.
 type Endpoint struct {
 	Dev  *ibv.Context
 	PD   *ibv.PD
 	CQ   *ibv.CQ
 	Port uint8 // local port (rail) new connections use
+
+	ft *devState // nil: pass-through
 }
 
-// NewEndpoint allocates the PD and a CQ of cqe entries on dev, for connections on port.
+// NewEndpoint allocates the PD and a CQ of cqe entries on dev, for connections on port. Its
+// connections are pass-through: faults surface as failed completions (see Manager.NewEndpoint).
 func NewEndpoint(dev *ibv.Context, port uint8, cqe int) (*Endpoint, error) {
 	pd, err := dev.AllocPD()
 	if err != nil {
@@ -35,51 +75,147 @@ func NewEndpoint(dev *ibv.Context, port uint8, cqe int) (*Endpoint, error) {
 	return &Endpoint{Dev: dev, PD: pd, CQ: cq, Port: port}, nil
 }
 
-// ConnInfo is what a peer needs to connect to a queue pair: the port's address and LID, the QP
-// number and the first PSN. It travels through the bootstrap exchange (or, later, the UD
-// connection manager).
-type ConnInfo struct {
-	Addr string
-	LID  uint16
-	QPN  uint32
-	PSN  uint32
+// WithPort returns a copy of the endpoint whose new connections use port (same PD, CQ and
+// fault-tolerance state): one endpoint per rail of a device.
+func (ep *Endpoint) WithPort(port uint8) *Endpoint {
+	e := *ep
+	e.Port = port
+	return &e
 }
 
-const connInfoVersion = 1
+// FaultTolerant reports whether the endpoint's connections recover from faults.
+func (ep *Endpoint) FaultTolerant() bool { return ep.ft != nil }
 
-// Marshal encodes the info (version byte, fields, address).
-func (ci ConnInfo) Marshal() []byte {
-	b := make([]byte, 0, 12+len(ci.Addr))
-	b = append(b, connInfoVersion)
-	b = binary.LittleEndian.AppendUint16(b, ci.LID)
-	b = binary.LittleEndian.AppendUint32(b, ci.QPN)
-	b = binary.LittleEndian.AppendUint32(b, ci.PSN)
-	b = append(b, byte(len(ci.Addr)))
-	return append(b, ci.Addr...)
-}
-
-// UnmarshalConnInfo decodes Marshal's output; errors wrap ErrMalformed.
-func UnmarshalConnInfo(b []byte) (ConnInfo, error) {
-	if len(b) < 12 || b[0] != connInfoVersion {
-		return ConnInfo{}, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+// Poll takes up to len(wc) completions of the endpoint's connections: the completion filter
+// and error detection module of seed 000 §10.3.1. On a fault-tolerant endpoint, the failed
+// completions of requests that will be re-issued are absorbed (they complete later, once), so
+// it may return fewer completions than it took, even 0.
+func (ep *Endpoint) Poll(wc []ibv.WC) int {
+	n := ep.CQ.Poll(wc)
+	if ep.ft == nil || n == 0 {
+		return n
 	}
-	n := int(b[11])
-	if len(b) != 12+n {
-		return ConnInfo{}, fmt.Errorf("%w: address length %d in %d bytes", ErrMalformed, n, len(b))
+	k := 0
+	for i := 0; i < n; i++ {
+		if ep.ft.filter(&wc[i]) {
+			if k != i {
+				wc[k] = wc[i]
+			}
+			k++
+		}
 	}
-	return ConnInfo{LID: binary.LittleEndian.Uint16(b[1:]), QPN: binary.LittleEndian.Uint32(b[3:]),
-		PSN: binary.LittleEndian.Uint32(b[7:]), Addr: string(b[12:])}, nil
+	return k
 }
 
-// Conn is one RC connection to a peer.
+// Wait blocks until a completion may be ready to Poll, ctx ends or the device closes.
+func (ep *Endpoint) Wait(ctx context.Context) error { return ep.CQ.Wait(ctx) }
+
+// Conn is one RC connection to a peer over one path (one RC queue pair). On a fault-tolerant
+// endpoint it keeps a log of the work requests posted and not yet completed, and survives
+// faults: APM first, the software re-establishment protocol when APM fails (package doc).
 type Conn struct {
 	ep    *Endpoint
 	qp    *ibv.QP
 	local ConnInfo
+
+	// fault tolerance (nil ft: pass-through)
+	ft  *devState
+	m   *Manager
+	id  uint64
+	drv recoveryDriver
+
+	mu          sync.Mutex
+	remote      ConnInfo
+	recoverable bool
+	state       connState
+	dead        error
+	log         wrLog
+	nposted     int    // log entries posted and awaiting their completion
+	inc         uint32 // incarnation of the queue pair (recovery sequence that set it up)
+	home        apm.Path
+	primary     apm.Path
+	alt         apm.Path
+	hasAlt      bool
+	paths       *recovery.Paths
+	peerUp      uint32
+	outageSince time.Time
+	peerRec     map[uint32]record // the peer's responder records by incarnation
+	ownRec      map[uint32]record // ours
+	rec         protoState        // re-establishment protocol (manager goroutine)
+	apmRetryAt  time.Time
+	apmForced   time.Time
+
+	stats connStats
+}
+
+type connState uint8
+
+const (
+	stNormal connState = iota // posts go to the queue pair
+	stFailed                  // a fault: posts are queued, recovery under way
+	stReady                   // re-established: re-issue once every failed request has completed
+	stDead                    // given up (partition) or closed
+)
+
+type connStats struct {
+	migrations, recoveries, reposted, completed, giveBacks, forced atomic.Int64
+}
+
+// Stats counts a connection's fault-tolerance actions.
+type Stats struct {
+	PathMigrations int64 // automatic path migrations (EventPathMig) of its queue pair
+	Recoveries     int64 // software re-establishments (REQ/REP/ACK completed)
+	Reposted       int64 // failed work requests re-issued (whole or their unexecuted tail)
+	Completed      int64 // failed work requests completed without re-issue (executed before the fault)
+	GiveBacks      int64 // returns to the home path after it recovered
+	Forced         int64 // manual migrations of GOARMCI_APM_TEST
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() Stats {
+	s := &c.stats
+	return Stats{PathMigrations: s.migrations.Load(), Recoveries: s.recoveries.Load(), Reposted: s.reposted.Load(),
+		Completed: s.completed.Load(), GiveBacks: s.giveBacks.Load(), Forced: s.forced.Load()}
+}
+
+// Port is the local port (rail) of the connection's current primary path.
+func (c *Conn) Port() uint8 {
+	if c.ft == nil {
+		return c.ep.Port
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary.Port
+}
+
+// Err is nil while the connection works (or recovers), else why it was given up (ErrPartition,
+// ErrClosed).
+func (c *Conn) Err() error {
+	if c.ft == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// record is a responder's state of one incarnation: its expected PSN and atomic results.
+type record struct {
+	epsn    uint32
+	atoms   map[uint32]uint64
+	none    bool // the queue pair never reached the incarnation: nothing executed
+	unknown bool
+}
+
+// recoveryDriver is what the engine-based providers offer (ibv/internal/engine/recovery.go).
+type recoveryDriver interface {
+	FailedRequests(fn func(id uint64, firstPSN, npkts uint32, mtu int))
+	ResponderState(fn func(psn uint32, value uint64)) uint32
 }
 
 // NewConn creates an RC queue pair on the endpoint, moves it to INIT with full remote access and
-// returns it with the ConnInfo to send to the peer.
+// returns it with the ConnInfo to send to the peer (version 2, with the alternate paths and the
+// connection manager, on a fault-tolerant endpoint).
 func (ep *Endpoint) NewConn() (*Conn, error) {
 	qp, err := ep.PD.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: ep.CQ, RecvCQ: ep.CQ})
 	if err != nil {
@@ -95,8 +231,32 @@ func (ep *Endpoint) NewConn() (*Conn, error) {
 		_ = qp.Destroy()
 		return nil, fmt.Errorf("hybridft: %w", err)
 	}
-	return &Conn{ep: ep, qp: qp, local: ConnInfo{Addr: pa.Addr, LID: pa.LID, QPN: qp.Num(), PSN: rand.Uint32() & 0xffffff}}, nil
+	c := &Conn{ep: ep, qp: qp, local: ConnInfo{Addr: pa.Addr, LID: pa.LID, QPN: qp.Num(), PSN: newPSN()}}
+	if ep.ft == nil {
+		return c, nil
+	}
+	m := ep.ft.m
+	c.ft, c.m = ep.ft, m
+	c.id = rand.Uint64() | 1
+	c.drv, _ = qp.Driver().(recoveryDriver)
+	c.log.init(qp.Cap().MaxSendWR)
+	c.home = apm.Path{Port: ep.Port}
+	c.primary = c.home
+	c.peerRec, c.ownRec = map[uint32]record{}, map[uint32]record{}
+	c.local.ID, c.local.Port = c.id, ep.Port
+	for p := 1; p <= ep.Dev.QueryDevice().PhysPortCnt; p++ {
+		a, err := ep.Dev.QueryPort(uint8(p))
+		if err != nil {
+			break
+		}
+		c.local.Paths = append(c.local.Paths, PortPath{Addr: a.Addr, LID: a.LID, LMC: a.LMC})
+	}
+	c.local.CM, c.local.CMQPN = m.cm.Addrs(), m.cm.QPN()
+	ep.ft.add(c)
+	return c, nil
 }
+
+func newPSN() uint32 { return rand.Uint32() & 0xffffff }
 
 // Local is the info the peer needs.
 func (c *Conn) Local() ConnInfo { return c.local }
@@ -104,29 +264,276 @@ func (c *Conn) Local() ConnInfo { return c.local }
 // QP is the connection's queue pair.
 func (c *Conn) QP() *ibv.QP { return c.qp }
 
-// Connect moves the queue pair to RTR and RTS towards the remote queue pair described by r.
-func (c *Conn) Connect(r ConnInfo) error {
-	err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: r.Addr, DLID: r.LID, PortNum: c.ep.Port},
+// ConnectOptions modify Connect.
+type ConnectOptions struct {
+	// PrimaryAddr, when set, replaces the peer's address on the primary path: seed 003 §V.B's
+	// fault emulation (a wrong destination at QP setup, so every request fails, APM has nothing
+	// to migrate to and the software recovery runs; it reconnects with the true address).
+	PrimaryAddr string
+}
+
+// Connect moves the queue pair to RTR and RTS towards the remote queue pair described by r. On
+// a fault-tolerant endpoint it then loads an alternate path (APM) when one exists.
+func (c *Conn) Connect(r ConnInfo) error { return c.ConnectWith(r, ConnectOptions{}) }
+
+// ConnectWith is Connect with options.
+func (c *Conn) ConnectWith(r ConnInfo, o ConnectOptions) error {
+	addr := r.Addr
+	if o.PrimaryAddr != "" {
+		addr = o.PrimaryAddr
+	}
+	err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: addr, DLID: r.LID, PortNum: c.ep.Port},
 		DestQPN: r.QPN, RQPSN: r.PSN}, ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN)
 	if err != nil {
 		return fmt.Errorf("hybridft: connect to %s qp %d: %w", r.Addr, r.QPN, err)
 	}
-	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: c.local.PSN}, ibv.AttrState|ibv.AttrSQPSN); err != nil {
+	attr := &ibv.QPAttr{State: ibv.StateRTS, SQPSN: c.local.PSN}
+	mask := ibv.AttrState | ibv.AttrSQPSN
+	if c.m != nil {
+		mask |= c.m.rtsAttrs(attr)
+	}
+	if err := c.qp.Modify(attr, mask); err != nil {
 		return fmt.Errorf("hybridft: connect to %s qp %d: %w", r.Addr, r.QPN, err)
+	}
+	if c.ft == nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.remote = r
+	n := uint8(min(len(r.Paths), len(c.local.Paths), 32))
+	c.recoverable = c.drv != nil && r.ID != 0 && len(r.CM) > 0 && n > 0 && int(r.Port) <= len(r.Paths)
+	c.paths = recovery.NewPaths(c.home.Port, n)
+	c.paths.Backoff = c.m.opts.Backoff
+	c.peerUp = 1<<n - 1
+	c.mu.Unlock()
+	c.m.register(c)
+	return nil
+}
+
+// Post posts a work request on the connection (ibv_post_send). On a fault-tolerant endpoint the
+// request is signaled and logged until it completes; while the connection recovers it is
+// queued and posted after the failed requests, in order. Errors: those of ibv.QP.PostSend,
+// ibv.ErrQueueFull when the log is full (retry after progress), ErrPartition or ErrClosed when
+// the connection was given up.
+func (c *Conn) Post(wr *ibv.SendWR) error {
+	if c.ft == nil {
+		return c.qp.PostSend(wr)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead != nil {
+		return c.dead
+	}
+	e, ok := c.log.push(wr)
+	if !ok {
+		return fmt.Errorf("hybridft: %w: %d requests logged", ibv.ErrQueueFull, c.log.cap())
+	}
+	if c.state != stNormal {
+		e.state = esQueued
+		return nil
+	}
+	if err := c.postEntry(e, &e.wr); err != nil {
+		c.log.dropTail()
+		return err
 	}
 	return nil
 }
 
-// Post posts a work request on the connection.
-func (c *Conn) Post(wr *ibv.SendWR) error { return c.qp.PostSend(wr) }
+// postEntry posts wr for log entry e on the current incarnation (c.mu held).
+func (c *Conn) postEntry(e *entry, wr *ibv.SendWR) error {
+	e.state, e.inc, e.hasSent = esPosted, c.inc, false
+	c.nposted++
+	if err := c.qp.PostSend(wr); err != nil {
+		e.state = esQueued
+		c.nposted--
+		return err
+	}
+	return nil
+}
 
-// Close destroys the queue pair.
-func (c *Conn) Close() error { return c.qp.Destroy() }
+// Close destroys the queue pair and forgets the connection.
+func (c *Conn) Close() error {
+	if c.ft != nil {
+		c.ft.remove(c)
+		c.m.unregister(c)
+		c.mu.Lock()
+		if c.dead == nil {
+			c.dead = ErrClosed
+		}
+		c.state = stDead
+		c.mu.Unlock()
+	}
+	return c.qp.Destroy()
+}
 
-// Poll takes up to len(wc) completions of the endpoint's connections (the completion filter of
-// seed 000 §10.3: when recovery is on, failed completions of a recoverable path are absorbed here
-// and their work requests re-issued; today every completion passes through).
-func (ep *Endpoint) Poll(wc []ibv.WC) int { return ep.CQ.Poll(wc) }
+// onWC is the completion filter for one completion of the connection's queue pair; it reports
+// whether the completion goes to the consumer.
+func (c *Conn) onWC(wc *ibv.WC) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wc.VendorErr == VendorSynthetic || wc.VendorErr == VendorPartition {
+		if e := c.log.find(wc.WRID, esLocal); e != nil {
+			e.state = esDone
+			c.log.popDone()
+		}
+		return true
+	}
+	e := c.log.find(wc.WRID, esPosted)
+	if e == nil {
+		return true // not logged (posted before the log existed): pass through
+	}
+	c.nposted--
+	switch {
+	case wc.Status == ibv.WCSuccess:
+		e.state = esDone
+		c.log.popDone()
+		if !c.outageSince.IsZero() && c.state == stNormal {
+			c.outageSince = time.Time{}
+			c.paths.Recovered(c.primary.Port)
+		}
+		return true
+	case c.state == stDead:
+		e.state = esDone
+		c.log.popDone()
+		if c.dead == ErrPartition {
+			wc.VendorErr = VendorPartition
+		}
+		return true
+	case !c.recoverable || !transient(wc.Status):
+		// the consumer's own error (rkey, bounds, ...), or no way to recover: final; the queue
+		// pair is in ERROR, so the others are re-issued on a recycled one
+		e.state = esDone
+		c.log.popDone()
+		if c.recoverable {
+			c.failLocked(false)
+		}
+		return true
+	}
+	e.state = esFailed
+	c.failLocked(true)
+	if c.state == stReady {
+		c.tryRepostLocked()
+	}
+	return false
+}
 
-// Wait blocks until a completion may be ready to Poll, ctx ends or the device closes.
-func (ep *Endpoint) Wait(ctx context.Context) error { return ep.CQ.Wait(ctx) }
+// transient reports whether a failed completion is the network's doing (retries exhausted on
+// every path, or flushed by the queue pair's failure) rather than the request's.
+func transient(s ibv.WCStatus) bool { return s == ibv.WCRetryExcErr || s == ibv.WCWRFlushErr }
+
+// failLocked moves a working connection to stFailed and wakes the manager (c.mu held).
+func (c *Conn) failLocked(pathFault bool) {
+	if c.state != stNormal {
+		return
+	}
+	c.state = stFailed
+	c.rec.pathFault = pathFault
+	if c.outageSince.IsZero() {
+		c.outageSince = time.Now()
+	}
+	c.m.kick(c)
+}
+
+// tryRepostLocked is the message re-transmission module (seed 000 §10.3.2, seed 003 §IV.C): once
+// the queue pair is re-established and every request of the failed incarnation has completed,
+// each failed request is re-issued exactly once — whole, as its unexecuted tail, or not at all
+// when the responder had executed it (recovery.Decide) — then the queued ones (c.mu held).
+func (c *Conn) tryRepostLocked() {
+	if c.state != stReady || c.nposted != 0 {
+		return
+	}
+	c.state = stNormal
+	for i := c.log.head; i != c.log.tail; i++ {
+		e := c.log.at(i)
+		switch e.state {
+		case esQueued:
+			if err := c.postEntry(e, &e.wr); err != nil {
+				c.completeLocal(e, ibv.WCLocQPOpErr, 0)
+			}
+		case esFailed:
+			c.repost(e)
+		}
+	}
+	// keep only the records a later recovery may still need
+	for k := range c.peerRec {
+		if k+16 < c.inc {
+			delete(c.peerRec, k)
+		}
+	}
+}
+
+func (c *Conn) repost(e *entry) {
+	act := recovery.Action{Kind: recovery.Repost}
+	if e.hasSent {
+		r, ok := c.peerRec[e.sentInc]
+		switch {
+		case !ok || r.unknown:
+			if e.wr.Opcode.IsAtomic() {
+				act.Kind = recovery.Fail
+			}
+		case r.none:
+		default:
+			act = recovery.Decide(e.wr.Opcode, e.wr.LocalLen(), e.sent, true, r.epsn, func(psn uint32) (uint64, bool) {
+				v, ok := r.atoms[psn]
+				return v, ok
+			})
+		}
+	}
+	switch act.Kind {
+	case recovery.Repost:
+		c.stats.reposted.Add(1)
+		if err := c.postEntry(e, &e.wr); err != nil {
+			c.completeLocal(e, ibv.WCLocQPOpErr, 0)
+		}
+	case recovery.RepostTail:
+		c.stats.reposted.Add(1)
+		wr := recovery.Tail(e.wr, act.Offset, e.tail)
+		e.tail = wr.SGL
+		if err := c.postEntry(e, &wr); err != nil {
+			c.completeLocal(e, ibv.WCLocQPOpErr, 0)
+		}
+	case recovery.Complete:
+		c.stats.completed.Add(1)
+		c.completeLocal(e, ibv.WCSuccess, 0)
+	case recovery.CompleteAtomic:
+		c.stats.completed.Add(1)
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], act.Value)
+		bufs, st := c.ep.Dev.LocalBuffers(c.ep.PD, &e.wr, true, nil)
+		if st == ibv.WCSuccess {
+			src := b[:e.wr.Opcode.AtomicSize()]
+			for _, d := range bufs {
+				n := copy(d, src)
+				src = src[n:]
+			}
+		}
+		c.completeLocal(e, st, 0)
+	default:
+		c.completeLocal(e, ibv.WCRemOpErr, 0)
+	}
+}
+
+// completeLocal completes log entry e with status through the CQ (a synthetic completion the
+// filter recognizes by VendorErr).
+func (c *Conn) completeLocal(e *entry, st ibv.WCStatus, vendor uint32) {
+	if vendor == 0 {
+		vendor = VendorSynthetic
+	}
+	e.state = esLocal
+	c.ep.CQ.Push(ibv.WC{WRID: e.wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(e.wr.Opcode), QPNum: c.qp.Num(),
+		ByteLen: uint32(e.wr.LocalLen()), VendorErr: vendor})
+}
+
+// giveUpLocked fails the connection for good with err: every logged request not posted
+// completes with a failed completion marked VendorPartition (c.mu held).
+func (c *Conn) giveUpLocked(err error) {
+	if c.state == stDead {
+		return
+	}
+	c.state, c.dead = stDead, err
+	for i := c.log.head; i != c.log.tail; i++ {
+		if e := c.log.at(i); e.state == esFailed || e.state == esQueued {
+			c.completeLocal(e, ibv.WCRetryExcErr, VendorPartition)
+		}
+	}
+}

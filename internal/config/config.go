@@ -70,6 +70,9 @@ type Config struct {
 	StartupTimeout time.Duration
 	// APM enables automatic path migration (seed 000 ch. 9, seed 003). GOARMCI_APM.
 	APM bool
+	// APMTest, when positive, migrates every armed queue pair manually at this period (testing
+	// APM, as MVAPICH2's MV2_USE_APM_TEST). GOARMCI_APM_TEST.
+	APMTest time.Duration
 	// AckTimeout is the RC ACK timeout per QP attempt (DESIGN §3). GOARMCI_ACK_TIMEOUT.
 	AckTimeout time.Duration
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.

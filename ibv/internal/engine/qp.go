@@ -35,6 +35,11 @@ type QP struct {
 	rsp  responder
 	srq  *SRQ // shared receive queue, or nil
 	srqW rwqe // the receive taken from the SRQ last
+
+	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
+	// see FailedRequests.
+	failed    []failedWQE
+	failedMTU int
 }
 
 // attrs the engine keeps (set in Modify under both locks; read under either).

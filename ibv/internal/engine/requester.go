@@ -524,12 +524,17 @@ func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 func (q *QP) flushAllLocked(status ibv.WCStatus, _ []ibv.WC) {
 	s := &q.sq
 	cq := q.ibq.SendCQ()
+	q.failed = q.failed[:0]
 	for s.head != s.tail {
 		w := s.slot(s.head)
 		st := ibv.WCWRFlushErr
 		if status != 0 {
 			st, status = status, 0
 		}
+		if w.npkts > 0 {
+			q.failed = append(q.failed, failedWQE{id: w.id, firstPSN: w.firstPSN, npkts: w.npkts})
+		}
+		q.failedMTU = s.a.mtu
 		cq.Push(ibv.WC{WRID: w.id, Status: st, Opcode: ibv.WCOpcodeOf(w.op), QPNum: q.num})
 		w.release()
 		s.head++

@@ -7,8 +7,10 @@ import (
 )
 
 // atomicCacheLen is how many atomic results a responder remembers for replay to duplicate
-// requests (IBA: at least the responder's outstanding read/atomic depth).
-const atomicCacheLen = 32
+// requests (IBA: at least the responder's outstanding read/atomic depth). It equals the default
+// send window, so every atomic a requester can have unacknowledged is remembered, which the
+// connection recovery of hybridft relies on (ResponderState).
+const atomicCacheLen = 128
 
 type atomicResult struct {
 	psn   uint32

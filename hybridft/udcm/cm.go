@@ -1,0 +1,223 @@
+// Package udcm is the scalable out-of-band connection manager of Hybrid-IBNFT (seed 003 §IV.B.2):
+// one unreliable-datagram queue pair per process, created at initialization, whose resources do
+// not grow with the job size, carrying the REQ/REP/ACK messages of the connection
+// re-establishment protocol (Fig. 8). UD gives no delivery or order guarantee; the protocol
+// (package hybridft) resends on a timer, ignores duplicates and tells faults apart by a
+// per-pair sequence ID (§IV.D).
+//
+// The CM runs on its own udp device, one port per rail, so that a message can be sent on every
+// rail at once: whichever rail survives carries it.
+package udcm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider/udp"
+)
+
+// QKey is the Q_Key of every CM queue pair.
+const QKey = 0x4846_5443
+
+const (
+	recvDepth = 64
+	bufLen    = 4096
+)
+
+// Handler receives every well-formed message (on the CM's goroutine; it must not block long).
+// from is the provider address of the sending port.
+type Handler func(m *Msg, from string)
+
+// CM is a process's connection manager endpoint.
+type CM struct {
+	dev     *ibv.Context
+	pd      *ibv.PD
+	scq     *ibv.CQ
+	rcq     *ibv.CQ
+	qp      *ibv.QP
+	mr      *ibv.MR
+	bufs    []byte
+	addrs   []string
+	handler Handler
+	log     zerolog.Logger
+
+	mu   sync.Mutex // serializes sends (AH cache, encode buffer)
+	ahs  map[string]*ibv.AH
+	sbuf []byte
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open creates the CM on a new udp device with one port per listen address ("ip:0" style, at
+// least one) and starts its receive goroutine, which hands messages to h until Close.
+func Open(listen []string, h Handler, log *zerolog.Logger) (*CM, error) {
+	if len(listen) == 0 || h == nil {
+		return nil, fmt.Errorf("udcm: %w: no listen address or handler", ibv.ErrInvalidArgument)
+	}
+	pcs := make([]udp.PortConfig, len(listen))
+	for i, l := range listen {
+		pcs[i] = udp.PortConfig{Listen: l}
+	}
+	dev, err := udp.Open(udp.Config{Name: "udcm", Ports: pcs, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("udcm: %w", err)
+	}
+	c := &CM{dev: dev, handler: h, ahs: map[string]*ibv.AH{}}
+	if log != nil {
+		c.log = *log
+	} else {
+		c.log = zerolog.Nop()
+	}
+	if err := c.setup(len(listen)); err != nil {
+		_ = dev.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go c.recvLoop(ctx)
+	return c, nil
+}
+
+func (c *CM) setup(nports int) error {
+	var err error
+	if c.pd, err = c.dev.AllocPD(); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	if c.scq, err = c.dev.CreateCQ(16); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	if c.rcq, err = c.dev.CreateCQ(recvDepth * 2); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	c.qp, err = c.pd.CreateQP(ibv.QPInitAttr{Type: ibv.UD, SendCQ: c.scq, RecvCQ: c.rcq,
+		Cap: ibv.QPCap{MaxRecvWR: recvDepth, MaxSendWR: 64}})
+	if err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, QKey: QKey}, ibv.AttrState|ibv.AttrPort|ibv.AttrQKey); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR}, ibv.AttrState); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1}, ibv.AttrState|ibv.AttrSQPSN); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	c.bufs = make([]byte, recvDepth*bufLen)
+	if c.mr, err = c.pd.RegMR(c.bufs, ibv.AccessLocalWrite); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	for i := 0; i < recvDepth; i++ {
+		if err := c.postRecv(uint64(i)); err != nil {
+			return err
+		}
+	}
+	for p := 1; p <= nports; p++ {
+		pa, err := c.dev.QueryPort(uint8(p))
+		if err != nil {
+			return fmt.Errorf("udcm: %w", err)
+		}
+		c.addrs = append(c.addrs, pa.Addr)
+	}
+	return nil
+}
+
+func (c *CM) postRecv(i uint64) error {
+	sge := c.mr.SGE(int(i)*bufLen, bufLen)
+	if err := c.qp.PostRecv(&ibv.RecvWR{ID: i, SGL: []ibv.SGE{sge}}); err != nil {
+		return fmt.Errorf("udcm: %w", err)
+	}
+	return nil
+}
+
+// Addrs are the CM's port addresses, one per rail (what peers send to).
+func (c *CM) Addrs() []string { return append([]string(nil), c.addrs...) }
+
+// QPN is the CM's UD queue pair number.
+func (c *CM) QPN() uint32 { return c.qp.Num() }
+
+// Send encodes m and sends it to the CM at qpn on every address in to, each from the local port
+// of the same index (rail i to rail i; the last local port for extra addresses). Errors wrap
+// ErrMalformed; an unreachable rail is not an error (UD: the protocol resends).
+func (c *CM) Send(to []string, qpn uint32, m *Msg) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := m.Append(c.sbuf[:0])
+	if err != nil {
+		return err
+	}
+	c.sbuf = b
+	sent := false
+	for i, addr := range to {
+		port := uint8(min(i+1, len(c.addrs)))
+		key := fmt.Sprintf("%d/%s", port, addr)
+		ah := c.ahs[key]
+		if ah == nil {
+			if ah, err = c.pd.CreateAH(ibv.AHAttr{Addr: addr, PortNum: port}); err != nil {
+				c.log.Debug().Err(err).Str("to", addr).Msg("udcm: address handle")
+				continue
+			}
+			c.ahs[key] = ah
+		}
+		if err := c.qp.PostSend(&ibv.SendWR{Opcode: ibv.OpSend, LocalBuf: b, AH: ah, RemoteQPN: qpn, QKey: QKey}); err != nil {
+			c.log.Debug().Err(err).Str("to", addr).Msg("udcm: send")
+			continue
+		}
+		sent = true
+	}
+	if !sent && len(to) > 0 {
+		return fmt.Errorf("udcm: %w: no rail took the message", ibv.ErrUnreachable)
+	}
+	return nil
+}
+
+// Close stops the receive goroutine and closes the CM's device.
+func (c *CM) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return c.dev.Close()
+}
+
+// Driver is the CM's udp device driver (tests pull its ports down).
+func (c *CM) Driver() *udp.Driver { d, _ := c.dev.Driver().(*udp.Driver); return d }
+
+func (c *CM) recvLoop(ctx context.Context) {
+	defer c.wg.Done()
+	var wcs [16]ibv.WC
+	var m Msg
+	for {
+		n := c.rcq.Poll(wcs[:])
+		for i := 0; i < n; i++ {
+			wc := &wcs[i]
+			if wc.Status == ibv.WCSuccess && wc.WRID < recvDepth {
+				b := c.bufs[int(wc.WRID)*bufLen : int(wc.WRID)*bufLen+int(wc.ByteLen)]
+				if err := m.Decode(b); err == nil {
+					c.handler(&m, wc.SrcAddr)
+				} else {
+					c.log.Debug().Err(err).Str("from", wc.SrcAddr).Msg("udcm: dropped datagram")
+				}
+			}
+			if wc.WRID < recvDepth {
+				if err := c.postRecv(wc.WRID); err != nil && !errors.Is(err, ibv.ErrClosed) {
+					c.log.Warn().Err(err).Msg("udcm: repost receive")
+				}
+			}
+		}
+		// drain send completions (only failed sends produce any)
+		for c.scq.Poll(wcs[:]) > 0 {
+		}
+		if n > 0 {
+			continue
+		}
+		if err := c.rcq.Wait(ctx); err != nil {
+			return
+		}
+	}
+}
