@@ -35,7 +35,7 @@ type Options struct {
 	// path probes during a partition and of APM path-load retries (default 100 ms); Backoff how
 	// long a failed path is avoided (default 500 ms).
 	Resend, Probe, Backoff time.Duration
-	Log *zerolog.Logger
+	Log                    *zerolog.Logger
 }
 
 // OptionsFrom maps the GOARMCI_* configuration to Options (CMListen is left to the caller:

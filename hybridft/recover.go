@@ -60,7 +60,9 @@ func apmPorts(c *Conn, n uint8) apm.Ports {
 	return ps
 }
 
-func apmAlternate(c *Conn, ps apm.Ports) (apm.Path, bool) { return apm.Alternate(c.home, c.primary, ps) }
+func apmAlternate(c *Conn, ps apm.Ports) (apm.Path, bool) {
+	return apm.Alternate(c.home, c.primary, ps)
+}
 
 // capture moves the queue pair to ERROR if it is not there yet and records, once per failed
 // incarnation, the PSNs of its flushed requests and its responder's record (c.mu held).

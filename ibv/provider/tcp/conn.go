@@ -285,7 +285,9 @@ func (c *conn) reader() {
 				}
 				break
 			}
-			e.Deliver(&b, buf[r+4:r+4+l], c)
+			if drop := c.d.cfg.DropInbound; drop == nil || !drop(c.port.num, buf[r+4:r+4+l]) {
+				e.Deliver(&b, buf[r+4:r+4+l], c)
+			}
 			r += 4 + l
 		}
 		e.EndBatch(&b)

@@ -52,7 +52,11 @@ type Config struct {
 	// WrapTransport, when set, wraps the transport the engine sends requests through (tests
 	// inject loss and duplication with it).
 	WrapTransport func(engine.Transport) engine.Transport
-	Log           *zerolog.Logger
+	// DropInbound, when set, is asked about every inbound packet (local port, packet); true
+	// drops it before the engine sees it (tests lose responses with it: executed requests whose
+	// acknowledgements never arrive).
+	DropInbound func(port uint8, pkt []byte) bool
+	Log         *zerolog.Logger
 }
 
 // ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
