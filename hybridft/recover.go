@@ -199,6 +199,7 @@ func (m *Manager) startRecovery(c *Conn, now time.Time) {
 	if c.rec.giveBack {
 		port, ok = c.home.Port, true
 		c.rec.giveBack = false
+		c.stats.giveBacks.Add(1)
 	}
 	if !ok {
 		// no path (partition): probe again later; the peer may also tell us a port is back
