@@ -35,8 +35,8 @@ const (
 	// SyncFence: active target; both ranks close each epoch with ARMCI_Barrier = AllFence +
 	// barrier (MPI_Win_fence, collective). Latency tests become a ping-pong as in OSU.
 	SyncFence Sync = "fence"
-	// SyncPSCW: general active target (MPI_Win_post/start/complete/wait). Hook for the window
-	// package; not available on the ARMCI runtime (ErrSync).
+	// SyncPSCW: general active target (MPI_Win_post/start/complete/wait); window API only (the
+	// ARMCI calls have no groups to post to: ErrSync).
 	SyncPSCW Sync = "pscw"
 )
 
@@ -98,7 +98,7 @@ var specs = []Spec{
 	{Name: "cas_latency", Title: "# OSU MPI_Compare_and_swap latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: 8, Ranks: 2,
 		Note: "rma CompareSwap, 64-bit (MPI_LONG_LONG)"},
 	{Name: "get_acc_latency", Title: "# OSU MPI_Get_accumulate latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "no fetch-and-accumulate of a buffer in rma: not supported"},
+		Note: "MPI_Get_accumulate (window API only: rma has no fetching accumulate of a buffer)"},
 	{Name: "ga_put", Title: "# GA NGA_Put Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
 		Note: "NGA_Put of a square-ish 2-D float64 patch owned by rank 1"},
 	{Name: "ga_get", Title: "# GA NGA_Get Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
@@ -151,8 +151,14 @@ type Options struct {
 	Window int
 	// Baseline adds the physical-limit columns (memcpy, TCP socket) beside the results.
 	Baseline bool
-	// BarrierAlg selects the barrier algorithm for "barrier" ("" = dissemination).
+	// BarrierAlg selects the barrier algorithms of "barrier" ("" or "all" = every one).
 	BarrierAlg string
+	// API runs the one-sided benchmarks on ARMCI calls (APIARMCI, "" = default) or on MPI-3
+	// windows (APIWindow, which also has pscw and get_acc_latency).
+	API string
+	// Win is the window creation of APIWindow: "allocate" (default, MPI_Win_allocate) or
+	// "create" (MPI_Win_create over an ARMCI_Malloc'd segment).
+	Win string
 }
 
 // Check validates o against its benchmark and fills the defaults; it returns the completed
@@ -184,6 +190,20 @@ func (o Options) Check() (Options, Spec, error) {
 	}
 	if o.Window == 0 {
 		o.Window = DefaultWindow
+	}
+	switch o.API {
+	case "":
+		o.API = APIARMCI
+	case APIARMCI, APIWindow:
+	default:
+		return o, s, fmt.Errorf("%w: api %q (want armci or window)", ErrOptions, o.API)
+	}
+	switch o.Win {
+	case "":
+		o.Win = "allocate"
+	case "allocate", "create":
+	default:
+		return o, s, fmt.Errorf("%w: window creation %q (want allocate or create)", ErrOptions, o.Win)
 	}
 	return o, s, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/goarmci/goarmci/rma"
@@ -28,10 +29,11 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	if rt.Size() < s.Ranks {
 		return nil, fmt.Errorf("%w: %s needs %d ranks, the job has %d", ErrRanks, s.Name, s.Ranks, rt.Size())
 	}
-	if o.Sync == SyncPSCW {
-		// Hook: general active-target synchronization needs the window package's epochs
-		// (MPI_Win_post/start/complete/wait); the ARMCI runtime has no groups to post to.
-		return nil, fmt.Errorf("%w: %s -sync pscw needs windows (not in the ARMCI runtime)", ErrSync, s.Name)
+	onWindow := o.API == APIWindow && isOneSided(s.Name)
+	if o.Sync == SyncPSCW && !onWindow {
+		// General active-target synchronization needs the window package's epochs
+		// (MPI_Win_post/start/complete/wait); the ARMCI calls have no groups to post to.
+		return nil, fmt.Errorf("%w: %s -sync pscw needs -api window", ErrSync, s.Name)
 	}
 	res := &Result{
 		Name:      s.Name,
@@ -52,16 +54,29 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 		"Operation: " + s.Note,
 		fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size()),
 	}
+	if onWindow {
+		res.Title = s.Title + " (goarmci windows)"
+		res.Header[0] = map[string]string{"allocate": "Window creation: MPI_Win_allocate (window.Allocate)", "create": "Window creation: MPI_Win_create (window.Create over ARMCI_Malloc)"}[o.Win]
+		res.Header[1] = "Synchronization: " + winSyncDoc(o.Sync)
+		res.Header[2] = "Operation: " + map[string]string{
+			"put_latency": "MPI_Put", "put_bw": "MPI_Put x window", "put_bibw": "MPI_Put x window from both ranks",
+			"get_latency": "MPI_Get", "get_bw": "MPI_Get x window", "acc_latency": "MPI_Accumulate (MPI_DOUBLE, MPI_SUM)",
+			"get_acc_latency": "MPI_Get_accumulate (MPI_DOUBLE, MPI_SUM)", "fop_latency": "MPI_Fetch_and_op (MPI_INT64_T, MPI_SUM)",
+			"cas_latency": "MPI_Compare_and_swap (MPI_INT64_T)",
+		}[s.Name] + " on package window"
+	}
 	var rows []Row
-	switch s.Name {
-	case "get_acc_latency":
+	switch {
+	case onWindow:
+		rows, err = runWindow(ctx, rt, o, s)
+	case s.Name == "get_acc_latency":
 		return nil, fmt.Errorf("%w: %s (rma has no MPI_Get_accumulate: no fetching accumulate of a buffer)", ErrUnsupported, s.Name)
-	case "barrier":
+	case s.Name == "barrier":
 		res.KeyLabel = "Ranks"
 		res.Title = s.Title + " (goarmci)"
 		res.Header = []string{"Algorithm: " + barrierAlgName(o.BarrierAlg), fmt.Sprintf("Transport: %s", res.Transport)}
 		res.Columns, rows, err = runBarrier(ctx, rt, o)
-	case "ga_put", "ga_get", "ga_acc", "ga_read_inc", "ga_sync":
+	case slices.Contains(GASuite, s.Name):
 		res.Header = []string{"Operation: " + s.Note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
 		if s.Name != "ga_read_inc" && s.Name != "ga_sync" {
 			res.Columns = []string{ColLatency, ColBandwidth}
@@ -90,6 +105,20 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	}
 	res.Rows = rows
 	return res, nil
+}
+
+func isOneSided(name string) bool { return slices.Contains(oneSidedNames, name) }
+
+func winSyncDoc(s Sync) string {
+	switch s {
+	case SyncFlush:
+		return "MPI_Win_flush (lock shared once, flush per operation or window)"
+	case SyncLock:
+		return "MPI_Win_lock/MPI_Win_unlock"
+	case SyncFence:
+		return "MPI_Win_fence"
+	}
+	return "MPI_Win_post/start/complete/wait"
 }
 
 func syncDoc(s Sync) string {

@@ -134,3 +134,44 @@ func TestBaselineColumns(t *testing.T) {
 		assert.Greater(t, row.Values[1], 0.0)
 	}
 }
+
+func TestWindowAPIEverySyncMode(t *testing.T) {
+	cases := []struct {
+		name string
+		sync bench.Sync
+		win  string
+		rows int
+	}{
+		{"put_latency", bench.SyncFlush, "allocate", 4},
+		{"put_latency", bench.SyncPSCW, "create", 4},
+		{"get_latency", bench.SyncLock, "allocate", 4},
+		{"get_latency", bench.SyncFence, "create", 4},
+		{"put_bw", bench.SyncPSCW, "allocate", 4},
+		{"get_bw", bench.SyncLock, "create", 4},
+		{"put_bw", bench.SyncFence, "allocate", 4},
+		{"put_bw", bench.SyncFlush, "allocate", 4},
+		{"put_bibw", bench.SyncPSCW, "allocate", 4},
+		{"put_bibw", bench.SyncFence, "create", 4},
+		{"acc_latency", bench.SyncFlush, "allocate", 1},
+		{"get_acc_latency", bench.SyncFlush, "allocate", 1},
+		{"get_acc_latency", bench.SyncPSCW, "create", 1},
+		{"fop_latency", bench.SyncFence, "allocate", 1},
+		{"cas_latency", bench.SyncFlush, "allocate", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name+"/"+string(c.sync)+"/"+c.win, func(t *testing.T) {
+			res := runAll(t, 2, bench.Options{Name: c.name, Sync: c.sync, API: bench.APIWindow, Win: c.win,
+				Iterations: 3, Skip: 1, Window: 4, MaxSize: 8})
+			require.Len(t, res.Rows, c.rows)
+			assert.Contains(t, res.Title, "windows")
+			for _, row := range res.Rows {
+				assert.Greater(t, row.Values[0], 0.0, "size %d", row.Size)
+			}
+		})
+	}
+	// A third rank takes part in the fences only, and stays out of PSCW.
+	for _, s := range []bench.Sync{bench.SyncFence, bench.SyncPSCW} {
+		res := runAll(t, 3, bench.Options{Name: "put_bw", Sync: s, API: bench.APIWindow, Iterations: 2, Skip: 1, Window: 2, MaxSize: 4})
+		assert.Len(t, res.Rows, 3)
+	}
+}

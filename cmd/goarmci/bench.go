@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +65,9 @@ type benchFlags struct {
 	peers      string
 	cache      string
 	child      bool
+	api        string
+	win        string
+	cpuprofile string
 }
 
 func (f *benchFlags) set(fs *flag.FlagSet) {
@@ -82,7 +86,10 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
 	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
 	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run (default: every one available)")
+	fs.StringVar(&f.api, "api", "armci", "one-sided benchmarks on armci calls or on MPI-3 windows (window: also pscw, get_acc_latency)")
+	fs.StringVar(&f.win, "win", "allocate", "window creation with -api window: allocate or create")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: print rank 0's results as JSON for the launching goarmci bench")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN (go tool pprof)")
 	fs.StringVar(&f.cache, "peer-dir", "", "compare: where the C peers are built (default: the user cache dir)")
 }
 
@@ -90,6 +97,7 @@ func (f *benchFlags) options(name string) bench.Options {
 	return bench.Options{
 		Name: name, Sync: bench.Sync(f.sync), MinSize: f.minSize, MaxSize: f.maxSize,
 		Iterations: f.iterations, Skip: f.skip, Window: f.window, Baseline: f.baseline, BarrierAlg: f.alg,
+		API: f.api, Win: f.win,
 	}
 }
 
@@ -235,6 +243,18 @@ func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []str
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("bench: %w", err)}
 	}
+	if f.cpuprofile != "" {
+		pf, err := os.Create(fmt.Sprintf("%s.rank%d", f.cpuprofile, rt.Rank()))
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			_ = rt.Finalize(ctx)
+			return &exitError{code: 1, err: fmt.Errorf("bench: -cpuprofile: %w", err)}
+		}
+		defer pf.Close()
+		defer pprof.StopCPUProfile()
+	}
 	var results []*bench.Result
 	for _, n := range names {
 		res, err := bench.Run(ctx, rt, f.options(n))
@@ -284,7 +304,7 @@ func launchBench(ctx context.Context, stderr io.Writer, f *benchFlags, np int, n
 
 // childArgs repeats the measuring flags for the launched ranks.
 func (f *benchFlags) childArgs() []string {
-	a := []string{childFlag, "-transport", f.transport, "-window", fmt.Sprint(f.window), "-alg", f.alg}
+	a := []string{childFlag, "-transport", f.transport, "-window", fmt.Sprint(f.window), "-alg", f.alg, "-api", f.api, "-win", f.win}
 	if f.sync != "" {
 		a = append(a, "-sync", f.sync)
 	}
@@ -298,6 +318,13 @@ func (f *benchFlags) childArgs() []string {
 	}
 	if f.baseline {
 		a = append(a, "-baseline")
+	}
+	if f.cpuprofile != "" {
+		abs, err := filepath.Abs(f.cpuprofile)
+		if err != nil {
+			abs = f.cpuprofile
+		}
+		a = append(a, "-cpuprofile", abs)
 	}
 	return a
 }
