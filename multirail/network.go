@@ -93,6 +93,9 @@ func (n *Network) pollLocked() int {
 				rec.ch.stripeDone(rec.pc, rec.sub, wc.Status, now)
 			}
 			rec.ch.outstanding[rec.sub].Add(-1)
+			if wc.VendorErr == hybridft.VendorPartition {
+				rec.req.partitioned.Store(true)
+			}
 			n.complete(rec.req, wc.Status)
 		}
 		total += k
@@ -169,6 +172,9 @@ func (n *Network) Wait(ctx context.Context, r *Request) error {
 		n.waiters.Add(-1)
 	}
 	if s := r.Status(); s != ibv.WCSuccess {
+		if r.partitioned.Load() {
+			return fmt.Errorf("%w: %v: %w", ErrFailed, s, hybridft.ErrPartition)
+		}
 		return fmt.Errorf("%w: %v", ErrFailed, s)
 	}
 	return nil

@@ -14,6 +14,8 @@ type Request struct {
 	net     *Network
 	pending atomic.Int32
 	status  atomic.Uint32 // ibv.WCStatus of the first failure, or WCSuccess
+	// partitioned: a work request was given up after a network partition (hybridft).
+	partitioned atomic.Bool
 	// onDone, if set, runs once when the request completes (from the progress engine).
 	onDone func(*Request)
 	// Tag is free for the caller (e.g. the target rank).

@@ -52,7 +52,27 @@ func (r *Runtime) openNet() error {
 	if err != nil {
 		return err
 	}
-	return r.addNetwork(TransportTCP, dev, nil)
+	r.closers = append(r.closers, dev.Close)
+	// Hybrid network fault tolerance (seed 003): the manager's UD connection manager listens on
+	// every rail; it is closed before the device (closers run in reverse).
+	o := hybridft.OptionsFrom(r.cfg.env.cfg)
+	for _, pc := range ports {
+		host, _, _ := net.SplitHostPort(pc.Listen)
+		o.CMListen = append(o.CMListen, net.JoinHostPort(host, "0"))
+	}
+	lg := r.log.With().Str("module", "hybridft").Logger()
+	o.Log = &lg
+	m, err := hybridft.NewManager(o)
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, m.Close)
+	ep, err := m.NewEndpoint(dev, 1, completionCQE)
+	if err != nil {
+		return err
+	}
+	r.addEndpoint(TransportTCP, ep, nil)
+	return nil
 }
 
 // railPort turns one rail (interface name, IP, or ip:port) into a tcp port configuration: an
@@ -96,15 +116,18 @@ func (r *Runtime) addNetwork(kind Transport, dev *ibv.Context, alloc func(int) (
 	if err != nil {
 		return err
 	}
-	// One endpoint per port (rail), sharing the device's PD and completion queue.
-	eps := []*hybridft.Endpoint{ep}
-	for p := 2; p <= dev.QueryDevice().PhysPortCnt; p++ {
-		e := *ep
-		e.Port = uint8(p)
-		eps = append(eps, &e)
-	}
-	r.nets = append(r.nets, &network{kind: kind, dev: dev, ep: ep, eps: eps, net: multirail.NewNetwork(ep), alloc: alloc})
+	r.addEndpoint(kind, ep, alloc)
 	return nil
+}
+
+// addEndpoint adds a network over ep's device with one endpoint per port (rail), all sharing the
+// device's PD and completion queue (and, for a fault-tolerant endpoint, its recovery state).
+func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(int) ([]byte, func() error, error)) {
+	eps := []*hybridft.Endpoint{ep}
+	for p := 2; p <= ep.Dev.QueryDevice().PhysPortCnt; p++ {
+		eps = append(eps, ep.WithPort(uint8(p)))
+	}
+	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: multirail.NewNetwork(ep), alloc: alloc})
 }
 
 // defaultRail is the address to listen on when no rails are configured: the source address

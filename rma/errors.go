@@ -1,6 +1,10 @@
 package rma
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/goarmci/goarmci/hybridft"
+)
 
 // Sentinel errors; every error from this package wraps one of them (or a context error, or an
 // error of a lower layer for transport failures).
@@ -22,6 +26,9 @@ var (
 	ErrFinalized = errors.New("rma: runtime finalized")
 	// ErrTransport: an operation failed in the network (its completion status is in the message).
 	ErrTransport = errors.New("rma: transport failure")
+	// ErrPartition: no network path to the target existed for longer than the partition
+	// timeout (GOARMCI_PARTITION_TIMEOUT); the operation was given up (seed 000 §10.3.3).
+	ErrPartition = hybridft.ErrPartition
 	// ErrConfig: a bad configuration value.
 	ErrConfig = errors.New("rma: bad configuration")
 )
