@@ -37,7 +37,9 @@ type Result struct {
 }
 
 // GFlops is 2n³ floating-point operations per second, in 10⁹/s.
-func (r Result) GFlops() float64 { return 2 * float64(r.N) * float64(r.N) * float64(r.N) / r.Seconds / 1e9 }
+func (r Result) GFlops() float64 {
+	return 2 * float64(r.N) * float64(r.N) * float64(r.N) / r.Seconds / 1e9
+}
 
 func a(i, j int) float64 { return float64(i + j + 1) }
 func b(i, j int) float64 { return float64(i - j + 2) }
