@@ -1,6 +1,6 @@
 /* mpi_rma: the OSU one-sided definitions with MPI-3 RMA, the goarmci benchmark's peer.
  *
- *   mpirun -np 2 mpi_rma NAME [-win allocate|create] [-sync lock|flush|fence]
+ *   mpirun -np 2 mpi_rma NAME [-win allocate|create] [-sync lock|flush|fence|pscw]
  *          [-min-size B] [-max-size B] [-iterations N] [-skip N] [-window N]
  *
  * NAME: put_latency get_latency put_bw get_bw put_bibw acc_latency fop_latency cas_latency
@@ -16,6 +16,7 @@ static int rank, nproc;
 static MPI_Win win;
 static char *sbuf, *rbuf;
 static long long cmpv;
+static MPI_Group peer_group; /* the other rank of the pair, for PSCW */
 
 enum { LAT, BW };
 
@@ -54,6 +55,26 @@ static double latency(const char *name, long size) {
         }
         return (MPI_Wtime() - t0) * 1e6 / (2.0 * iters);
     }
+    if (!strcmp(o.sync, "pscw")) {
+        if (rank > 1) return 0;
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) t0 = MPI_Wtime();
+            if (rank == 0) {
+                MPI_Win_start(peer_group, 0, win);
+                op(name, size, peer);
+                MPI_Win_complete(win);
+                MPI_Win_post(peer_group, 0, win);
+                MPI_Win_wait(win);
+            } else {
+                MPI_Win_post(peer_group, 0, win);
+                MPI_Win_wait(win);
+                MPI_Win_start(peer_group, 0, win);
+                op(name, size, peer);
+                MPI_Win_complete(win);
+            }
+        }
+        return (MPI_Wtime() - t0) * 1e6 / (2.0 * iters);
+    }
     if (rank != 0) return 0;
     int lock = !strcmp(o.sync, "lock");
     if (!lock) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
@@ -80,8 +101,27 @@ static double bandwidth(const char *name, long size) {
     int bi = !strcmp(name, "put_bibw");
     int active = rank == 0 || (bi && rank == 1);
     int peer = rank == 0 ? 1 : 0;
-    int fence = !strcmp(o.sync, "fence"), lock = !strcmp(o.sync, "lock");
+    int fence = !strcmp(o.sync, "fence"), lock = !strcmp(o.sync, "lock"), pscw = !strcmp(o.sync, "pscw");
     double t0 = 0;
+    if (pscw) {
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+            }
+            if (rank > 1) continue;
+            if (bi || rank == 1) MPI_Win_post(peer_group, 0, win);
+            if (active) {
+                MPI_Win_start(peer_group, 0, win);
+                for (int j = 0; j < o.window; j++) op(name, size, peer);
+                MPI_Win_complete(win);
+            }
+            if (bi || rank == 1) MPI_Win_wait(win);
+        }
+        double t = MPI_Wtime() - t0;
+        double bytes = (double)size * o.window * iters * (bi ? 2 : 1);
+        return bytes / t / 1e6;
+    }
     if (fence) MPI_Win_fence(0, win);
     if (!fence && !lock && active) MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
     for (int i = 0; i < skip + iters; i++) {
@@ -144,11 +184,16 @@ int main(int argc, char **argv) {
         MPI_Win_allocate(wbytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
         memset(base, 0, wbytes);
     }
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int other = rank == 0 ? 1 : 0;
+    MPI_Group_incl(world, 1, &other, &peer_group);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         char sync[64];
         snprintf(sync, sizeof sync, "%s", !strcmp(o.sync, "lock") ? "MPI_Win_lock/unlock" :
-                 !strcmp(o.sync, "fence") ? "MPI_Win_fence" : "MPI_Win_flush");
+                 !strcmp(o.sync, "fence") ? "MPI_Win_fence" :
+                 !strcmp(o.sync, "pscw") ? "MPI_Win_post/start/complete/wait" : "MPI_Win_flush");
         char cols[32];
         snprintf(cols, sizeof cols, "%18s", specs[k].kind == LAT ? "Latency (us)" : "Bandwidth (MB/s)");
         header(specs[k].title, !strcmp(o.win, "create") ? "MPI_Win_create" : "MPI_Win_allocate", sync, cols);
