@@ -65,9 +65,12 @@ type benchFlags struct {
 	peers      string
 	cache      string
 	child      bool
-	api        string
-	win        string
-	cpuprofile string
+	// transportSet: -transport was given (in a launched job, the job's GOARMCI_TRANSPORT
+	// applies otherwise).
+	transportSet bool
+	api          string
+	win          string
+	cpuprofile   string
 }
 
 func (f *benchFlags) set(fs *flag.FlagSet) {
@@ -137,6 +140,11 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "transport" {
+			f.transportSet = true
+		}
+	})
 	if len(pos) == 0 {
 		fs.Usage()
 		return usageError("bench: missing NAME")
@@ -236,7 +244,7 @@ func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
 // benchRank runs the benchmarks as one rank of a launched job.
 func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []string) error {
 	cfg := &rma.Config{}
-	if f.transport != "" {
+	if f.transportSet {
 		cfg.Transport = rma.Transport(f.transport)
 	}
 	rt, err := rma.Init(ctx, cfg)
