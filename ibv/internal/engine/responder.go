@@ -269,7 +269,9 @@ func (q *QP) recvWrite(p *wire.Packet, link Link, first, last bool) bool {
 			return false
 		}
 	}
+	raceMemLock()
 	copy(r.dst[r.off:], p.Payload)
+	raceMemUnlock()
 	r.off += uint64(len(p.Payload))
 	if last && p.Flags&wire.FlagImm != 0 {
 		s, _ := q.popRecv()
@@ -380,7 +382,9 @@ func (q *QP) readResponses(p *wire.Packet, link Link, psn uint32) (uint32, bool)
 		if k == n-1 {
 			h.Flags |= wire.FlagLast
 		}
+		raceMemLock() // the transport copies the payload before Reply returns
 		q.reply(link, &h, src[off:end])
+		raceMemUnlock()
 	}
 	return n, true
 }
