@@ -188,10 +188,19 @@ func (c *Channel) Atomic(ctx context.Context, r *Request, op ibv.Opcode, result 
 	return c.issue(ctx, r, sched.Atomic, 1, ibv.SendWR{Opcode: op, LocalBuf: result, RemoteAddr: raddr, RKey: rkey, CompareAdd: compareAdd, Swap: swap})
 }
 
+// wrPool recycles work requests: a provider copies what it needs at post time (ibv_post_send
+// semantics), so the struct is free again when Post returns.
+var wrPool = sync.Pool{New: func() any { return new(ibv.SendWR) }}
+
 // issue schedules one operation and posts its stripes.
 func (c *Channel) issue(ctx context.Context, r *Request, kind sched.Kind, align int, wr ibv.SendWR) error {
 	if c.pol == nil {
-		return c.post(ctx, r, nil, 0, &wr)
+		w := wrPool.Get().(*ibv.SendWR)
+		*w = wr
+		err := c.post(ctx, r, nil, 0, w)
+		*w = ibv.SendWR{} // drop the buffer references before pooling
+		wrPool.Put(w)
+		return err
 	}
 	size := len(wr.LocalBuf)
 	op := sched.Op{Kind: kind, Size: max(size, 1), Align: align, Blocking: r.Blocking, Collective: r.Collective}

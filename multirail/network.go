@@ -40,10 +40,25 @@ func (n *Network) Endpoint() *hybridft.Endpoint { return n.ep }
 // NewRequest starts a request; the caller posts its work requests with the Channel methods and
 // then calls Issued.
 func (n *Network) NewRequest(onDone func(*Request)) *Request {
-	r := &Request{net: n, onDone: onDone}
+	r, _ := requestPool.Get().(*Request)
+	if r == nil {
+		r = &Request{}
+	}
+	*r = Request{net: n, onDone: onDone}
 	r.pending.Store(1) // the issuer's hold, released by Issued
 	n.live.Add(1)
 	return r
+}
+
+// requestPool recycles requests the caller released (hot path: no allocation per operation).
+var requestPool sync.Pool
+
+// Release hands a completed request back for reuse; the caller must not touch r afterwards. A
+// request that is not done is left alone.
+func (n *Network) Release(r *Request) {
+	if r.Done() {
+		requestPool.Put(r)
+	}
 }
 
 // Issued releases the issuer's hold on r: from now on r completes when its work requests do.
@@ -61,6 +76,7 @@ func (n *Network) complete(r *Request, s ibv.WCStatus) {
 		if r.onDone != nil {
 			r.onDone(r)
 		}
+		r.finished.Store(true)
 	}
 }
 

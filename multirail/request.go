@@ -16,6 +16,7 @@ type Request struct {
 	status  atomic.Uint32 // ibv.WCStatus of the first failure, or WCSuccess
 	// partitioned: a work request was given up after a network partition (hybridft).
 	partitioned atomic.Bool
+	finished    atomic.Bool // set last, when every work request completed
 	// onDone, if set, runs once when the request completes (from the progress engine).
 	onDone func(*Request)
 	// Tag is free for the caller (e.g. the target rank).
@@ -37,7 +38,9 @@ type Request struct {
 }
 
 // Done reports whether every work request of r has completed.
-func (r *Request) Done() bool { return r.pending.Load() == 0 }
+// It turns true only after the completion's bookkeeping (untracking, onDone) has run, so a
+// waiter that sees it may recycle the request (Network.Release).
+func (r *Request) Done() bool { return r.finished.Load() }
 
 // Status is the first failure's completion status, or WCSuccess.
 func (r *Request) Status() ibv.WCStatus { return ibv.WCStatus(r.status.Load()) }

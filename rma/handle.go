@@ -40,16 +40,19 @@ func (h *Handle) Test() bool {
 	return h.req.Done()
 }
 
-// op starts a request towards peer pe on its network; done() is counted in the peer's
-// outstanding operations until it completes.
-func (r *Runtime) begin(pe *peer) (*multirail.Network, *multirail.Request) {
+// begin starts a request towards peer pe on its network; it is counted in the peer's
+// outstanding operations until it completes (pe.done, built once per peer). block marks it for
+// the scheduler (EPC's communication marker, seed 000 §6.2.3).
+func (r *Runtime) begin(pe *peer, block bool) (*multirail.Network, *multirail.Request) {
 	n := r.nets[pe.net].net
 	pe.outstanding.Add(1)
-	req := n.NewRequest(func(*multirail.Request) { pe.outstanding.Add(-1) })
+	req := n.NewRequest(pe.done)
+	req.Blocking = block
 	return n, req
 }
 
-// finish releases the issuer's hold and either waits (blocking) or returns a handle.
+// finish releases the issuer's hold and either waits (blocking; the request is then recycled)
+// or returns a handle.
 func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multirail.Request, issueErr error, block bool) (*Handle, error) {
 	n.Issued(req)
 	if issueErr != nil {
@@ -57,9 +60,12 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 		_ = n.Wait(context.WithoutCancel(ctx), req)
 		return nil, issueErr
 	}
-	h := &Handle{net: n, req: req}
 	if block {
-		return nil, h.Wait(ctx)
+		if err := n.Wait(ctx, req); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrTransport, err)
+		}
+		n.Release(req)
+		return nil, nil
 	}
-	return h, nil
+	return &Handle{net: n, req: req}, nil
 }

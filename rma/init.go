@@ -84,7 +84,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	r.peers = make([]*peer, r.size)
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {
-		r.peers[p] = &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}
+		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}
+		pe.done = func(*multirail.Request) { pe.outstanding.Add(-1) }
+		r.peers[p] = pe
 		if p != r.rank {
 			if r.peers[p].local {
 				anyLocal = true

@@ -99,7 +99,7 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 
 // atomic runs one remote atomic and waits for it.
 func (r *Runtime) atomic(ctx context.Context, pe *peer, op ibv.Opcode, result []byte, raddr uint64, rkey uint32, compareAdd, swap uint64) error {
-	n, req := r.begin(pe)
+	n, req := r.begin(pe, true)
 	err := pe.ch.Atomic(ctx, req, op, result, raddr, rkey, compareAdd, swap)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrTransport, err)

@@ -79,6 +79,7 @@ type peer struct {
 	net         int  // index into Runtime.nets; -1 for self
 	ch          *multirail.Channel
 	outstanding atomic.Int64
+	done        func(*multirail.Request) // completion callback: outstanding--
 }
 
 // Runtime is an initialized ARMCI job on this rank.

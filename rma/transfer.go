@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/multirail"
 )
 
 // kind is the direction of a transfer.
@@ -57,36 +58,13 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 	}
 	if pe.rank == r.rank {
 		return nil, pieces(func(local []byte, roff int) error {
-			dst := seg.local[off+roff : off+roff+len(local)]
-			switch x.kind {
-			case kPut:
-				copy(dst, local)
-			case kGet:
-				copy(local, dst)
-			case kAcc:
-				if err := accum.Apply(x.typ, dst, local, x.scale); err != nil {
-					return fmt.Errorf("%w: %w", ErrType, err)
-				}
-			}
-			return nil
+			return x.self(seg.local[off+roff:off+roff+len(local)], local)
 		})
 	}
-	n, req := r.begin(pe)
-	req.Blocking = block // EPC's communication marker (seed 000 §6.2.3)
-	ch := pe.ch
+	n, req := r.begin(pe, block)
 	ierr := pieces(func(local []byte, roff int) error {
-		switch x.kind {
-		case kPut:
-			return ch.Write(ctx, req, local, raddr+uint64(roff), rkey)
-		case kGet:
-			return ch.Read(ctx, req, local, raddr+uint64(roff), rkey)
-		default:
-			return ch.Accumulate(ctx, req, x.typ, x.scale, local, raddr+uint64(roff), rkey)
-		}
+		return x.post(ctx, pe.ch, req, local, raddr+uint64(roff), rkey)
 	})
-	if ierr != nil {
-		ierr = fmt.Errorf("%w: %w", ErrTransport, ierr)
-	}
 	return r.finish(ctx, n, req, ierr, block)
 }
 
@@ -102,9 +80,49 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	if x.kind == kAcc && len(local)%x.typ.Size() != 0 {
 		return nil, fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, len(local), x.typ)
 	}
-	return r.run(ctx, x, seg, pe, off, len(local), func(emit func([]byte, int) error) error {
-		return emit(local, 0)
-	}, block)
+	raddr, rkey, err := seg.target(pe, off, len(local))
+	if err != nil {
+		return nil, err
+	}
+	if pe.rank == r.rank {
+		return nil, x.self(seg.local[off:off+len(local)], local)
+	}
+	// The hot path: one work request, no closures.
+	n, req := r.begin(pe, block)
+	ierr := x.post(ctx, pe.ch, req, local, raddr, rkey)
+	return r.finish(ctx, n, req, ierr, block)
+}
+
+// self applies a transfer piece to this rank's own memory.
+func (x xfer) self(dst, local []byte) error {
+	switch x.kind {
+	case kPut:
+		copy(dst, local)
+	case kGet:
+		copy(local, dst)
+	case kAcc:
+		if err := accum.Apply(x.typ, dst, local, x.scale); err != nil {
+			return fmt.Errorf("%w: %w", ErrType, err)
+		}
+	}
+	return nil
+}
+
+// post adds one transfer piece to req on channel ch.
+func (x xfer) post(ctx context.Context, ch *multirail.Channel, req *multirail.Request, local []byte, raddr uint64, rkey uint32) error {
+	var err error
+	switch x.kind {
+	case kPut:
+		err = ch.Write(ctx, req, local, raddr, rkey)
+	case kGet:
+		err = ch.Read(ctx, req, local, raddr, rkey)
+	default:
+		err = ch.Accumulate(ctx, req, x.typ, x.scale, local, raddr, rkey)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTransport, err)
+	}
+	return nil
 }
 
 // stridedXfer issues a strided transfer; lstride is the local side's strides, rstride the
