@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
+	"time"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
@@ -48,7 +50,8 @@ func (r *Runtime) openNet() error {
 	}
 	// The ACK timeout floor is GOARMCI_ACK_TIMEOUT (default 50 ms): the engine's own 10 ms floor
 	// gives up on a loaded two-core machine while several rails carry 64 MiB bursts both ways.
-	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, TimeoutFloor: r.cfg.env.cfg.AckTimeout})
+	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports,
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll()})
 	if err != nil {
 		return err
 	}
@@ -155,4 +158,28 @@ func listenAddr(rail string) string {
 		return rail
 	}
 	return net.JoinHostPort(rail, "0")
+}
+
+// tcpPoll is the tcp readers' poll budget (GOARMCI_TCP_POLL): auto polls 50 µs when this node
+// runs at most half as many ranks as it has cores, so a polling reader never takes the core of a
+// computing rank.
+func (r *Runtime) tcpPoll() time.Duration {
+	switch v := r.cfg.env.cfg.TCPPoll; v {
+	case "off":
+		return 0
+	case "", "auto":
+		local := 1
+		for _, pe := range r.peers {
+			if pe.local && pe.rank != r.rank {
+				local++
+			}
+		}
+		if 2*local <= runtime.NumCPU() {
+			return 50 * time.Microsecond
+		}
+		return 0
+	default:
+		d, _ := time.ParseDuration(v)
+		return d
+	}
 }

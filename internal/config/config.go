@@ -86,6 +86,9 @@ type Config struct {
 	// StripeThreshold is the message size in bytes from which messages are striped over rails
 	// instead of sent round robin (seed 000 §5.2.3). GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int64
+	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
+	// parking while traffic flows (DESIGN.md §8). GOARMCI_TCP_POLL.
+	TCPPoll string
 	// Stats prints per-rank communication statistics at finalize. GOARMCI_STATS.
 	Stats bool
 }

@@ -176,6 +176,19 @@ var table = []Knob{
 		Doc: "how long an operation blocks while no path to its target exists; 0 = until its context ends",
 		get: func(c *Config) string { return c.PartitionTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PartitionTimeout }, true)},
+	{Name: "GOARMCI_TCP_POLL", Type: "auto|off|duration", Default: "auto",
+		Doc: "how long a tcp stream reader polls its socket before parking while traffic flows; auto = 50µs when the node has at most half as many ranks as cores, else off",
+		get: func(c *Config) string { return c.TCPPoll },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if v != "auto" && v != "off" {
+				if d, err := time.ParseDuration(v); err != nil || d < 0 || d > time.Second {
+					return fmt.Errorf("want auto, off or a duration up to 1s")
+				}
+			}
+			c.TCPPoll = v
+			return nil
+		}},
 	{Name: "GOARMCI_STRIPE_POLICY", Type: "string", Default: "auto",
 		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam); multirail validates it",
 		get: func(c *Config) string { return c.StripePolicy },

@@ -263,9 +263,10 @@ func (c *conn) reader() {
 	e := c.d.Engine()
 	var b engine.Batch
 	buf := make([]byte, readBufSize)
+	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
 	r, w := 0, 0
 	for {
-		n, err := c.nc.Read(buf[w:])
+		n, err := rd.Read(buf[w:])
 		w += n
 		for w-r >= 4 {
 			l := int(binary.LittleEndian.Uint32(buf[r:]))

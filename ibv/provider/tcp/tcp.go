@@ -44,6 +44,10 @@ type PortConfig struct {
 type Config struct {
 	Name  string
 	Ports []PortConfig
+	// PollBudget is how long a stream reader polls its socket before parking while traffic
+	// flows (0: never; see pollread.go). It trades a core for wake-up latency (~3x lower 8 B
+	// latency when a core is free).
+	PollBudget time.Duration
 	// DialTimeout bounds connection set-up, including the hello exchange (default 3 s).
 	DialTimeout time.Duration
 	// Engine tuning (zero values: engine defaults).
