@@ -70,6 +70,13 @@ type Config struct {
 	Window int
 	// Log receives debug and warning messages (default: none).
 	Log *zerolog.Logger
+	// Reliable declares that the transport neither loses nor reorders packets while a path is
+	// up (a byte stream). The ACK timer then works as a liveness timer: it fires only when
+	// nothing has arrived from the peer queue pair for a whole timeout. On a stream a late ACK
+	// means queueing (e.g. behind a large read response going the other way), not loss, and a
+	// go-back-N would only add load; a broken stream is reported through PathFault, a silent
+	// dead path still times out.
+	Reliable bool
 }
 
 // Engine is the transport engine of one device.
@@ -181,6 +188,9 @@ func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
 	q := e.lookup(p.DestQPN)
 	if q == nil {
 		return
+	}
+	if e.cfg.Reliable && q.deadline.Load() != 0 {
+		q.lastRx.Store(time.Now().UnixNano())
 	}
 	switch {
 	case p.Opcode == wire.OpUDSend:

@@ -25,6 +25,7 @@ type QP struct {
 	state    atomic.Uint32 // ibv.QPState as the engine sees it
 	dead     atomic.Bool
 	deadline atomic.Int64               // ns; 0: no timer running (ACK timeout or RNR wait)
+	lastRx   atomic.Int64               // ns: last packet from the peer while a timer ran (Config.Reliable)
 	pathPtr  atomic.Pointer[ibv.AHAttr] // the primary path, for lock-free PathFault
 
 	sqMu sync.Mutex

@@ -583,6 +583,14 @@ func (q *QP) tick(now int64) bool {
 		q.sqMu.Unlock()
 		return false
 	}
+	if q.e.cfg.Reliable {
+		// Liveness timer: the peer is still sending to us, so our ACKs are queued, not lost.
+		if to := q.e.timeoutNS(s.a.timeout); to > 0 && now-q.lastRx.Load() < to {
+			q.deadline.Store(q.lastRx.Load() + to)
+			q.sqMu.Unlock()
+			return true
+		}
+	}
 	s.retries++
 	if s.retries <= s.a.retryCnt {
 		q.e.log.Debug().Uint32("qp", q.num).Uint8("retry", s.retries).Uint32("psn", s.una).Msg("engine: ACK timeout, go-back-N")

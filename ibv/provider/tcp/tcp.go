@@ -154,7 +154,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 		tr = cfg.WrapTransport(tr)
 	}
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "tcp", Ports: attrs, Close: d.shutdown,
-		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log}})
+		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log, Reliable: true}})
 	d.ctx = ibv.NewContext(d)
 	for _, p := range d.ports {
 		d.wg.Add(1)
