@@ -60,21 +60,12 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 		return 0, err
 	}
 	if pe.rank == r.rank {
-		w := seg.local[off : off+sz]
-		switch op {
-		case FetchAndAdd:
-			v, err := accum.FetchAdd32(w, uint32(value))
+		aop := [...]accum.Op{FetchAndAdd: accum.OpFetchAdd32, FetchAndAddLong: accum.OpFetchAdd64, Swap: accum.OpSwap32, SwapLong: accum.OpSwap64}[op]
+		v, err := accum.RMW(aop, seg.local[off:off+sz], uint64(value), 0)
+		if sz == 4 {
 			return int64(int32(v)), err
-		case FetchAndAddLong:
-			v, err := accum.FetchAdd64(w, uint64(value))
-			return int64(v), err
-		case Swap:
-			v, err := accum.Swap32(w, uint32(value))
-			return int64(int32(v)), err
-		default:
-			v, err := accum.Swap64(w, uint64(value))
-			return int64(v), err
 		}
+		return int64(v), err
 	}
 	var vop ibv.Opcode
 	switch op {

@@ -278,3 +278,41 @@ func (t Type) String() string {
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
+
+// Op is a read-modify-write atomic (the verbs atomics and their 32-bit/swap extensions).
+type Op uint8
+
+const (
+	OpFetchAdd64 Op = iota + 1
+	OpCmpSwap64
+	OpSwap64
+	OpFetchAdd32
+	OpCmpSwap32
+	OpSwap32
+)
+
+// RMW applies op to the word at b[0:size] and returns its previous value: fetch-and-add adds
+// operand, swap stores operand, compare-and-swap stores operand if the word equals compare.
+// 32-bit ops use the low 32 bits of operand and compare. Errors wrap ErrShape (size or
+// alignment) or ErrType (unknown op).
+func RMW(op Op, b []byte, operand, compare uint64) (uint64, error) {
+	var v32 uint32
+	var err error
+	switch op {
+	case OpFetchAdd64:
+		return FetchAdd64(b, operand)
+	case OpCmpSwap64:
+		return CmpSwap64(b, compare, operand)
+	case OpSwap64:
+		return Swap64(b, operand)
+	case OpFetchAdd32:
+		v32, err = FetchAdd32(b, uint32(operand))
+	case OpCmpSwap32:
+		v32, err = CmpSwap32(b, uint32(compare), uint32(operand))
+	case OpSwap32:
+		v32, err = Swap32(b, uint32(operand))
+	default:
+		return 0, fmt.Errorf("%w: atomic op %d", ErrType, op)
+	}
+	return uint64(v32), err
+}

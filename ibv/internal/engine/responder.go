@@ -396,31 +396,19 @@ func (q *QP) execAtomic(p *wire.Packet, link Link) (uint64, bool) {
 		q.nak(link, p.PSN, wire.SynNakRemAccess)
 		return 0, false
 	}
-	var v uint64
-	var err error
-	switch a.Op {
-	case wire.AtomicFetchAdd64:
-		v, err = accum.FetchAdd64(b, a.SwapAdd)
-	case wire.AtomicCmpSwap64:
-		v, err = accum.CmpSwap64(b, a.Compare, a.SwapAdd)
-	case wire.AtomicSwap64:
-		v, err = accum.Swap64(b, a.SwapAdd)
-	case wire.AtomicFetchAdd32:
-		var w uint32
-		w, err = accum.FetchAdd32(b, uint32(a.SwapAdd))
-		v = uint64(w)
-	case wire.AtomicSwap32:
-		var w uint32
-		w, err = accum.Swap32(b, uint32(a.SwapAdd))
-		v = uint64(w)
-	case wire.AtomicCmpSwap32:
-		var w uint32
-		w, err = accum.CmpSwap32(b, uint32(a.Compare), uint32(a.SwapAdd))
-		v = uint64(w)
+	var op accum.Op // zero (unknown) for an op the table lacks: RMW refuses it
+	if int(a.Op) < len(wireAtomics) {
+		op = wireAtomics[a.Op]
 	}
+	v, err := accum.RMW(op, b, a.SwapAdd, a.Compare)
 	if err != nil {
 		q.nak(link, p.PSN, wire.SynNakInvReq)
 		return 0, false
 	}
 	return v, true
 }
+
+// wireAtomics maps the wire's atomic ops to the accum kernels.
+var wireAtomics = [...]accum.Op{wire.AtomicFetchAdd64: accum.OpFetchAdd64, wire.AtomicCmpSwap64: accum.OpCmpSwap64,
+	wire.AtomicSwap64: accum.OpSwap64, wire.AtomicFetchAdd32: accum.OpFetchAdd32, wire.AtomicSwap32: accum.OpSwap32,
+	wire.AtomicCmpSwap32: accum.OpCmpSwap32}

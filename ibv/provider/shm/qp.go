@@ -386,30 +386,29 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte) (ibv.WCStat
 		}
 		return ibv.WCSuccess, 0
 	}
-	var res uint64
-	var err error
+	var op accum.Op
 	switch wr.Opcode {
 	case ibv.OpAtomicFetchAdd:
-		res, err = accum.FetchAdd64(t, wr.CompareAdd)
+		op = accum.OpFetchAdd64
 	case ibv.OpAtomicCmpSwap:
-		res, err = accum.CmpSwap64(t, wr.CompareAdd, wr.Swap)
+		op = accum.OpCmpSwap64
 	case ibv.OpAtomicSwap64:
-		res, err = accum.Swap64(t, wr.CompareAdd)
+		op = accum.OpSwap64
 	case ibv.OpAtomicFetchAdd32:
-		var v uint32
-		v, err = accum.FetchAdd32(t, uint32(wr.CompareAdd))
-		res = uint64(v)
+		op = accum.OpFetchAdd32
 	case ibv.OpAtomicSwap32:
-		var v uint32
-		v, err = accum.Swap32(t, uint32(wr.CompareAdd))
-		res = uint64(v)
+		op = accum.OpSwap32
 	case ibv.OpAtomicCmpSwap32:
-		var v uint32
-		v, err = accum.CmpSwap32(t, uint32(wr.CompareAdd), uint32(wr.Swap))
-		res = uint64(v)
+		op = accum.OpCmpSwap32
 	default:
 		return ibv.WCRemInvReqErr, 0
 	}
+	// verbs: compare-and-swap's new value is Swap, the others' operand is CompareAdd
+	operand, compare := wr.CompareAdd, uint64(0)
+	if op == accum.OpCmpSwap64 || op == accum.OpCmpSwap32 {
+		operand, compare = wr.Swap, wr.CompareAdd
+	}
+	res, err := accum.RMW(op, t, operand, compare)
 	if err != nil {
 		return ibv.WCRemOpErr, VendorKernelError
 	}
