@@ -35,7 +35,8 @@ const benchUsage = `usage: goarmci bench NAME [flags]
 NAME is one of the OSU one-sided benchmarks put_latency, get_latency, put_bw, get_bw,
 put_bibw, acc_latency, fop_latency, cas_latency, get_acc_latency; barrier (latency of each
 barrier algorithm for 2..np ranks); ga (NGA Put/Get/Acc, Read_inc, Sync) or one of ga_put,
-ga_get, ga_acc, ga_read_inc, ga_sync.
+ga_get, ga_acc, ga_read_inc, ga_sync. Scenarios on the multi-rail testbed (root): rails,
+hotspot, fault, interleave (goarmci bench rails -h).
 
 Without a launcher, bench starts -np ranks of itself on this host (as goarmci run does); under
 goarmci run, srun or mpirun it runs as one rank of that job and rank 0 prints the table.
@@ -116,6 +117,13 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(stdout, stderr io.Writer, args []string) error {
+	for _, a := range args {
+		if bench.IsScenario(a) { // rails, hotspot, fault, interleave: the multi-rail testbed
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runScenario(ctx, stdout, stderr, args)
+		}
+	}
 	var f benchFlags
 	fs := flag.NewFlagSet("goarmci bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -167,6 +175,9 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, strings.TrimPrefix(s.Title, "# "))
 		}
 		fmt.Fprintf(stdout, "%-16s %s\n", "ga", "all of "+strings.Join(bench.GASuite, ", "))
+		for _, n := range bench.ScenarioNames() {
+			fmt.Fprintf(stdout, "%-16s %s\n", n, "scenario on the multi-rail netns testbed (root; goarmci bench "+n+" -h)")
+		}
 		return nil
 	}
 	compare := pos[0] == "compare"

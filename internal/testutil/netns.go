@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Testbed is a set of "hosts" on this machine: network namespaces joined by one veth pair per
@@ -42,38 +44,117 @@ func NewTestbed(t testing.TB, rails int) *Testbed {
 	if rails < 1 || rails > 8 {
 		t.Fatalf("testbed: %d rails", rails)
 	}
+	tb, err := OpenTestbed(rails)
+	if err != nil {
+		if errors.Is(err, ErrNoNamespaces) {
+			t.Skipf("%v", err)
+		}
+		t.Fatalf("%v", err)
+	}
+	tb.t = t
+	t.Cleanup(tb.cleanup)
+	return tb
+}
+
+// Errors of OpenTestbed; test them with errors.Is.
+var (
+	// ErrNotRoot: the testbed needs root (network namespaces, veth, tc).
+	ErrNotRoot = errors.New("testbed: needs root")
+	// ErrNoNamespaces: iproute2 is missing or namespaces cannot be created here.
+	ErrNoNamespaces = errors.New("testbed: network namespaces unavailable")
+	// ErrTestbed: a testbed command (ip, tc) failed, or a bad host or rail index.
+	ErrTestbed = errors.New("testbed: command failed")
+)
+
+// OpenTestbed builds the testbed of NewTestbed outside a test (the scenario benchmarks of
+// `goarmci bench`): two hosts joined by rails veth pairs. The caller removes it with Close.
+// Errors: ErrNotRoot, ErrNoNamespaces (iproute2 missing, namespaces refused), ErrTestbed.
+func OpenTestbed(rails int) (*Testbed, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("%w: iproute2 (ip) not found", ErrNoNamespaces)
+	}
+	if rails < 1 || rails > 8 {
+		return nil, fmt.Errorf("%w: %d rails (want 1..8)", ErrTestbed, rails)
+	}
 	tag := fmt.Sprintf("ga%d_%d", os.Getpid()%100000, testbedSeq.Add(1))
-	tb := &Testbed{t: t}
+	tb := &Testbed{}
 	for h := 0; h < 2; h++ {
 		ns := fmt.Sprintf("%sh%d", tag, h)
 		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 			tb.cleanup()
-			t.Skipf("netns testbed: cannot create namespaces: %v: %s", err, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("%w: cannot create namespaces: %v: %s", ErrNoNamespaces, err, strings.TrimSpace(string(out)))
 		}
 		tb.Hosts = append(tb.Hosts, TestHost{NS: ns})
 	}
-	t.Cleanup(tb.cleanup)
-	tb.must("ip", "-n", tb.Hosts[0].NS, "link", "set", "lo", "up")
-	tb.must("ip", "-n", tb.Hosts[1].NS, "link", "set", "lo", "up")
+	fail := func(err error) (*Testbed, error) {
+		tb.cleanup()
+		return nil, err
+	}
+	for h := 0; h < 2; h++ {
+		if err := run("ip", "-n", tb.Hosts[h].NS, "link", "set", "lo", "up"); err != nil {
+			return fail(err)
+		}
+	}
 	for r := 0; r < rails; r++ {
 		a, b := fmt.Sprintf("%sr%da", tag, r), fmt.Sprintf("%sr%db", tag, r)
-		tb.must("ip", "link", "add", a, "netns", tb.Hosts[0].NS, "type", "veth", "peer", "name", b, "netns", tb.Hosts[1].NS)
+		if err := run("ip", "link", "add", a, "netns", tb.Hosts[0].NS, "type", "veth", "peer", "name", b, "netns", tb.Hosts[1].NS); err != nil {
+			return fail(err)
+		}
 		for h, ifc := range []string{a, b} {
 			addr := fmt.Sprintf("169.254.%d.%d", 10+r, h+1)
-			tb.must("ip", "-n", tb.Hosts[h].NS, "addr", "add", addr+"/24", "dev", ifc)
-			tb.must("ip", "-n", tb.Hosts[h].NS, "link", "set", ifc, "up")
+			if err := run("ip", "-n", tb.Hosts[h].NS, "addr", "add", addr+"/24", "dev", ifc); err != nil {
+				return fail(err)
+			}
+			if err := run("ip", "-n", tb.Hosts[h].NS, "link", "set", ifc, "up"); err != nil {
+				return fail(err)
+			}
 			tb.Hosts[h].Addrs = append(tb.Hosts[h].Addrs, addr)
 			tb.Hosts[h].Ifaces = append(tb.Hosts[h].Ifaces, ifc)
 		}
 	}
-	return tb
+	return tb, nil
 }
 
-func (tb *Testbed) must(args ...string) {
-	tb.t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		tb.t.Fatalf("testbed: %s: %v: %s", strings.Join(args, " "), err, out)
+// Close removes the namespaces (and with them the veth pairs and qdiscs).
+func (tb *Testbed) Close() error {
+	tb.cleanup()
+	return nil
+}
+
+// Rails is the number of rails.
+func (tb *Testbed) Rails() int {
+	if len(tb.Hosts) == 0 {
+		return 0
 	}
+	return len(tb.Hosts[0].Ifaces)
+}
+
+// run runs a testbed command; errors wrap ErrTestbed with the command's output.
+func run(args ...string) error {
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s: %v: %s", ErrTestbed, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (tb *Testbed) check(h, r int) error {
+	if h < 0 || h >= len(tb.Hosts) || r < 0 || r >= len(tb.Hosts[h].Ifaces) {
+		return fmt.Errorf("%w: host %d rail %d (have %d hosts, %d rails)", ErrTestbed, h, r, len(tb.Hosts), tb.Rails())
+	}
+	return nil
+}
+
+// fatal reports err through the test (NewTestbed) or panics for a testbed opened without one
+// (callers of OpenTestbed use the error-returning methods).
+func (tb *Testbed) fatal(err error) {
+	if tb.t == nil {
+		panic(err)
+	}
+	tb.t.Helper()
+	tb.t.Fatalf("%v", err)
 }
 
 func (tb *Testbed) cleanup() {
@@ -90,34 +171,114 @@ func (tb *Testbed) Command(ctx context.Context, h int, name string, args ...stri
 
 // Bytes returns the bytes received and sent so far by host h on rail r.
 func (tb *Testbed) Bytes(h, r int) (rx, tx uint64) {
-	read := func(what string) uint64 {
+	rx, tx, err := tb.Counters(h, r)
+	if err != nil {
+		tb.fatal(err)
+	}
+	return rx, tx
+}
+
+// Counters returns the bytes received and sent so far by host h on rail r (the interface's
+// statistics). Errors wrap ErrTestbed.
+func (tb *Testbed) Counters(h, r int) (rx, tx uint64, err error) {
+	if err := tb.check(h, r); err != nil {
+		return 0, 0, err
+	}
+	read := func(what string) (uint64, error) {
 		out, err := exec.Command("ip", "netns", "exec", tb.Hosts[h].NS, "cat",
 			"/sys/class/net/"+tb.Hosts[h].Ifaces[r]+"/statistics/"+what).Output()
 		if err != nil {
-			tb.t.Fatalf("testbed: %s counter: %v", what, err)
+			return 0, fmt.Errorf("%w: %s counter: %v", ErrTestbed, what, err)
 		}
-		v, _ := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
-		return v
+		return strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
 	}
-	return read("rx_bytes"), read("tx_bytes")
+	if rx, err = read("rx_bytes"); err != nil {
+		return 0, 0, err
+	}
+	tx, err = read("tx_bytes")
+	return rx, tx, err
 }
 
 // SetRate limits host h's egress on rail r to rate (tc tbf, e.g. "1gbit"); "" removes the limit.
 func (tb *Testbed) SetRate(h, r int, rate string) {
-	tb.t.Helper()
+	if err := tb.Rate(h, r, rate); err != nil {
+		tb.fatal(err)
+	}
+}
+
+// Rate is SetRate returning its error (ErrTestbed): it replaces host h's egress qdisc on rail r
+// by a tbf of rate ("400mbit"; burst 256 KiB, latency 50 ms), or removes it for "".
+func (tb *Testbed) Rate(h, r int, rate string) error {
+	if err := tb.check(h, r); err != nil {
+		return err
+	}
 	ns, ifc := tb.Hosts[h].NS, tb.Hosts[h].Ifaces[r]
 	_ = exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", ifc, "root").Run()
-	if rate != "" {
-		tb.must("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", ifc, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
+	if rate == "" {
+		return nil
 	}
+	return run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", ifc, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
+}
+
+// ChangeRate changes the rate of the tbf already on host h's egress of rail r while traffic
+// flows (tc qdisc change: no qdisc is removed, queued packets stay), to create a hot spot.
+// Errors wrap ErrTestbed (also when no tbf is there).
+func (tb *Testbed) ChangeRate(h, r int, rate string) error {
+	if err := tb.check(h, r); err != nil {
+		return err
+	}
+	return run("ip", "netns", "exec", tb.Hosts[h].NS, "tc", "qdisc", "change", "dev", tb.Hosts[h].Ifaces[r], "root",
+		"tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
 }
 
 // SetLink pulls (up false) or plugs (up true) the cable of rail r.
 func (tb *Testbed) SetLink(r int, up bool) {
-	tb.t.Helper()
+	if err := tb.Link(r, up); err != nil {
+		tb.fatal(err)
+	}
+}
+
+// Link is SetLink returning its error (ErrTestbed): host 0's end of rail r goes down or up,
+// which takes the veth pair's carrier down for both hosts.
+func (tb *Testbed) Link(r int, up bool) error {
+	if err := tb.check(0, r); err != nil {
+		return err
+	}
 	state := "down"
 	if up {
 		state = "up"
 	}
-	tb.must("ip", "-n", tb.Hosts[0].NS, "link", "set", tb.Hosts[0].Ifaces[r], state)
+	return run("ip", "-n", tb.Hosts[0].NS, "link", "set", tb.Hosts[0].Ifaces[r], state)
+}
+
+// Flap pulls and plugs rail r n times, down for down and up for up each time, or until ctx
+// ends. Errors wrap ErrTestbed or are ctx's; the rail is left up.
+func (tb *Testbed) Flap(ctx context.Context, r, n int, down, up time.Duration) error {
+	for i := 0; i < n; i++ {
+		if err := tb.Link(r, false); err != nil {
+			return err
+		}
+		err := sleepCtx(ctx, down)
+		if lerr := tb.Link(r, true); lerr != nil {
+			return lerr
+		}
+		if err != nil {
+			return err
+		}
+		if err := sleepCtx(ctx, up); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

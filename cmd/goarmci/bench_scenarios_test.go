@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseScenarioDefaults(t *testing.T) {
+	var errOut bytes.Buffer
+	f, err := parseScenario(&errOut, []string{"-rails", "3", "rails", "-rate", "100mbit,200mbit,300mbit"})
+	require.NoError(t, err)
+	assert.Equal(t, "rails", f.name)
+	counts, err := f.railCounts()
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3}, counts)
+	o, err := f.rankOptions()
+	require.NoError(t, err)
+	assert.Equal(t, []int{8, 1 << 20}, o.LatSizes)
+	assert.Equal(t, 32<<20, o.Bytes)
+	assert.Equal(t, []string{"auto", "even", "adaptive", "bss", "round-robin", "binding"}, f.policyList())
+
+	f, err = parseScenario(&errOut, []string{"fault", "-duration", "3s"})
+	require.NoError(t, err)
+	assert.Equal(t, "both", f.op)
+	assert.Equal(t, time.Second, f.event)
+	o, err = f.rankOptions()
+	require.NoError(t, err)
+	assert.Equal(t, 1<<20, o.Size)
+	assert.Equal(t, 1, o.Window)
+	args := f.childArgs("get")
+	assert.Contains(t, strings.Join(args, " "), "-op get")
+	assert.Contains(t, strings.Join(args, " "), "-size 1m")
+	assert.Contains(t, strings.Join(args, " "), "-window 1")
+	assert.Contains(t, args, childFlag)
+
+	f, err = parseScenario(&errOut, []string{"hotspot", "-rails", "2"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.cutRail)
+	assert.Equal(t, "put", f.op)
+}
+
+func TestParseScenarioErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"rails", "-rails", "5"},
+		{"rails", "-rate", "1mbit,2mbit,3mbit"},
+		{"rails", "-counts", "3"},
+		{"rails", "-format", "xml"},
+		{"rails", "-sizes", "1q"},
+		{"hotspot", "-cut-rail", "2"},
+		{"hotspot", "-cut-factor", "1"},
+		{"fault", "-op", "acc"},
+		{"rails", "interleave"},
+	} {
+		_, err := parseScenario(&bytes.Buffer{}, args)
+		var ee *exitError
+		require.ErrorAs(t, err, &ee, "%v", args)
+		assert.Equal(t, 2, ee.code, "%v", args)
+	}
+}
+
+func TestScenarioPaths(t *testing.T) {
+	assert.Equal(t, "/x/a_put_bw.png", suffixPath("/x/a.png", "put_bw"))
+	assert.Equal(t, "1 rail", configName(1, "auto"))
+	assert.Equal(t, "2 rails bss", configName(2, "bss"))
+}
+
+// TestBenchRailsSmoke runs one tiny rails scenario on the netns testbed (2 rails, even policy,
+// 256 KiB) through the built binary and checks the tables' shape. Root only; not under -short.
+func TestBenchRailsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a netns testbed and runs 2 jobs")
+	}
+	if os.Geteuid() != 0 {
+		code, _, errOut := benchCLI(t, "rails", "-rails", "2")
+		require.Equal(t, 0, code)
+		assert.Contains(t, errOut, "skipped")
+		return
+	}
+	png := filepath.Join(t.TempDir(), "r.png")
+	code, out, errOut := benchCLI(t, "rails", "-rails", "2", "-rate", "800mbit", "-policies", "even",
+		"-sizes", "256k", "-lat-sizes", "8", "-bytes", "2m", "-format", "csv", "-plot", png)
+	require.Equal(t, 0, code, errOut)
+	// Several CSV tables one after the other: the put bandwidth table is the first with a
+	// 256 KiB row.
+	blocks := strings.Split(strings.TrimSpace(out), "\n")
+	var puts []string
+	for i, l := range blocks {
+		if strings.HasPrefix(l, "size,") && i+1 < len(blocks) && strings.HasPrefix(blocks[i+1], "262144,") && puts == nil {
+			puts = strings.Split(blocks[i+1], ",")
+			assert.Equal(t, "size,1 rail,2 rails even", l)
+		}
+	}
+	require.Len(t, puts, 3, out)
+	for _, v := range puts[1:] {
+		assert.NotEqual(t, "0.000", v)
+	}
+	_, err := os.Stat(filepath.Join(filepath.Dir(png), "r_put_bw.png"))
+	require.NoError(t, err)
+	assert.Contains(t, out, "config,")
+	assert.Contains(t, out, "2 rails even,")
+}
