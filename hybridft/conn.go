@@ -462,6 +462,10 @@ func (c *Conn) tryRepostLocked() {
 	}
 }
 
+// repost re-issues the failed log entry e (c.mu held). What e's last incarnation carried was
+// the tail of e.wr at e.done (bytes executed on earlier incarnations), so the responder's record
+// is judged against that tail, and a re-issue resumes from e.done plus what the record adds:
+// re-posting e.wr whole after a tail had been re-issued would apply an accumulate's head twice.
 func (c *Conn) repost(e *entry) {
 	act := recovery.Action{Kind: recovery.Repost}
 	if e.hasSent {
@@ -473,23 +477,24 @@ func (c *Conn) repost(e *entry) {
 			}
 		case r.none:
 		default:
-			act = recovery.Decide(e.wr.Opcode, e.wr.LocalLen(), e.sent, true, r.epsn, func(psn uint32) (uint64, bool) {
+			act = recovery.Decide(e.wr.Opcode, e.wr.LocalLen()-e.done, e.sent, true, r.epsn, func(psn uint32) (uint64, bool) {
 				v, ok := r.atoms[psn]
 				return v, ok
 			})
 		}
 	}
 	switch act.Kind {
-	case recovery.Repost:
+	case recovery.Repost, recovery.RepostTail:
 		c.stats.reposted.Add(1)
-		if err := c.postEntry(e, &e.wr); err != nil {
-			c.completeLocal(e, ibv.WCLocQPOpErr, 0)
+		e.done += act.Offset // 0 for Repost: the same tail again
+		wr := &e.wr
+		var tail ibv.SendWR
+		if e.done > 0 {
+			tail = recovery.Tail(e.wr, e.done, e.tail)
+			e.tail = tail.SGL
+			wr = &tail
 		}
-	case recovery.RepostTail:
-		c.stats.reposted.Add(1)
-		wr := recovery.Tail(e.wr, act.Offset, e.tail)
-		e.tail = wr.SGL
-		if err := c.postEntry(e, &wr); err != nil {
+		if err := c.postEntry(e, wr); err != nil {
 			c.completeLocal(e, ibv.WCLocQPOpErr, 0)
 		}
 	case recovery.Complete:

@@ -21,6 +21,7 @@ type entry struct {
 	wr      ibv.SendWR
 	sgl     []ibv.SGE
 	tail    []ibv.SGE
+	done    uint64 // bytes of wr the responder executed on earlier incarnations: wr's tail at done is what is posted
 	state   entryState
 	inc     uint32 // incarnation it was last posted on
 	hasSent bool   // sent was reported by the failed queue pair
@@ -48,6 +49,7 @@ func (l *wrLog) push(wr *ibv.SendWR) (*entry, bool) {
 	l.tail++
 	sgl := e.sgl
 	e.wr = *wr
+	e.done = 0
 	e.wr.Flags |= ibv.SendSignaled
 	if wr.SGL != nil {
 		e.sgl = append(sgl[:0], wr.SGL...)
@@ -63,7 +65,7 @@ func (l *wrLog) dropTail() {
 
 func (l *wrLog) reset(e *entry) {
 	e.wr = ibv.SendWR{}
-	e.state, e.hasSent = esFree, false
+	e.state, e.hasSent, e.done = esFree, false, 0
 }
 
 // find returns the oldest entry in state st with work request id (normally the head).
