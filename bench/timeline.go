@@ -42,8 +42,15 @@ func RunTimeline(ctx context.Context, rt *rma.Runtime, o ScenarioOptions, starte
 	}
 	var rows []Row
 	var start time.Time
-	ch := rt.Channel(min(target, rt.Size()-1))
-	subs := len(ch.Subchannels())
+	peer := target
+	if rt.Rank() == target {
+		peer = origin
+	}
+	ch := rt.Channel(peer)
+	subs := 0
+	if ch != nil {
+		subs = len(ch.Subchannels())
+	}
 	if rt.Rank() == origin {
 		buf := make([]byte, o.Size)
 		for i := range buf {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,6 +392,7 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 	var errs [2]lockedBuffer
 	startCh := make(chan time.Time, 1)
 	cmds := make([]*exec.Cmd, 2)
+	var werr [2]error
 	var readers sync.WaitGroup
 	for rank := 0; rank < 2; rank++ {
 		c := s.tb.Command(ctx, rank, exe, s.f.childArgs(op)...)
@@ -430,6 +432,11 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 					fmt.Fprintf(s.stderr, "[%d] %s\n", rank, line)
 				}
 			}
+			// The stderr pipe is read to its end: wait for the rank. A rank that fails ends
+			// the job (the other one would wait for it in a barrier until the timeout).
+			if werr[rank] = c.Wait(); werr[rank] != nil {
+				cancel()
+			}
 		}()
 	}
 	jr := &jobResult{}
@@ -447,11 +454,7 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 			}
 		}()
 	}
-	var werr [2]error
-	for rank, c := range cmds {
-		werr[rank] = c.Wait()
-	}
-	readers.Wait()
+	readers.Wait() // every rank exited (and was waited for)
 	close(done)
 	evWG.Wait()
 	for rank, err := range werr {
@@ -651,16 +654,19 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 		Header: append(s.rateHeader([]int{s.f.rails}),
 			fmt.Sprintf("Event: rail %d cut from %s to %s (tc qdisc change, both hosts) %v after the start; new summed rate %.2f MB/s", s.f.cutRail, rates[s.f.cutRail], newRate, s.f.event, newSum),
 			fmt.Sprintf("Recovered: %d consecutive operations at >= %.0f%% of the new summed rate", 3, 100*s.f.recover)),
-		Columns: []string{"Before (MB/s)", "After (MB/s)", "After/new sum %", "Recovered (ops)", "Recovered (ms)", "Slow rail stripes before %", "after %"},
+		Columns: []string{"Before (MB/s)", "After (MB/s)", "After/new sum %", "Recovered (ops)", "Recovered (ms)", "Slow rail stripes before %", "after %", "Slow rail bytes before %", "after %"},
 	}
 	var series []bench.Series
 	ev := 0.0
 	for _, pol := range s.f.policyList() {
+		var txAtCut []uint64
+		tx0 := s.txBytes()
 		jr, err := s.launch(ctx, s.f.rails, []string{"GOARMCI_STRIPE_POLICY=" + pol}, s.f.op, func(ctx context.Context, start time.Time) map[string]time.Time {
 			if sleepUntil(ctx, start.Add(s.f.event)) != nil {
 				return nil
 			}
 			t := time.Now()
+			txAtCut = s.txBytes()
 			for h := 0; h < 2; h++ {
 				if err := s.tb.ChangeRate(h, s.f.cutRail, newRate); err != nil {
 					fmt.Fprintf(s.stderr, "goarmci: bench hotspot: %v\n", err)
@@ -686,7 +692,9 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 			return scenarioOutput{}, fmt.Errorf("policy %s: the run ended before the rate was cut", pol)
 		}
 		ev = ms(cut.Sub(jr.start))
-		tab.Rows = append(tab.Rows, bench.HotspotRow(pol, tl, ev, newSum, s.f.recover, s.f.cutRail))
+		row := bench.HotspotRow(pol, tl, ev, newSum, s.f.recover, s.f.cutRail)
+		row.Values = append(row.Values, 100*railShare(tx0, txAtCut, s.f.cutRail), 100*railShare(txAtCut, s.txBytes(), s.f.cutRail))
+		tab.Rows = append(tab.Rows, row)
 		series = append(series, bench.Series{Name: pol, TL: tl})
 		fmt.Fprintf(s.stderr, "goarmci: bench hotspot: %s done\n", pol)
 	}
@@ -762,6 +770,38 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		return bench.WriteTimelinePNG(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)
 	}
 	return out, nil
+}
+
+// txBytes samples host 0's transmitted bytes on every rail (nil on error).
+func (s *scenario) txBytes() []uint64 {
+	out := make([]uint64, s.tb.Rails())
+	for r := range out {
+		_, tx, err := s.tb.Counters(0, r)
+		if err != nil {
+			return nil
+		}
+		out[r] = tx
+	}
+	return out
+}
+
+// railShare is rail's share (0..1) of the bytes sent between two samples (NaN without them).
+func railShare(from, to []uint64, rail int) float64 {
+	if len(from) != len(to) || rail >= len(from) {
+		return math.NaN()
+	}
+	var all, mine float64
+	for r := range from {
+		d := float64(to[r] - from[r])
+		all += d
+		if r == rail {
+			mine = d
+		}
+	}
+	if all == 0 {
+		return math.NaN()
+	}
+	return mine / all
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
