@@ -304,6 +304,46 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	return qp.drv.PostSend(wr)
 }
 
+// SyncPoster is implemented by QP drivers that execute a send work request inside the post
+// (the shm provider): PostSendSync runs wr at once and returns its completion status, and no
+// completion is queued for it. A failure moves the QP to ERROR as an asynchronous one would.
+type SyncPoster interface {
+	PostSendSync(wr *SendWR) (WCStatus, error)
+}
+
+// CanPostSync reports whether the provider executes work requests synchronously (PostSendSync).
+func (qp *QP) CanPostSync() bool {
+	_, ok := qp.drv.(SyncPoster)
+	return ok
+}
+
+// PostSendSync posts wr and returns its completion status at once, on providers that execute
+// requests inside the post (CanPostSync); the caller's buffers are free when it returns and no
+// work completion is queued. It makes the checks PostSend makes; ErrUnsupported elsewhere.
+// This is the synchronous fast path of intra-node one-sided operations (no CQ round trip).
+func (qp *QP) PostSendSync(wr *SendWR) (WCStatus, error) {
+	sp, ok := qp.drv.(SyncPoster)
+	if !ok {
+		return WCGeneralErr, fmt.Errorf("ibv: PostSendSync: %w", ErrUnsupported)
+	}
+	if qp.dead.Load() {
+		return WCGeneralErr, ErrClosed
+	}
+	if st := qp.State(); st != StateRTS && st != StateError {
+		return WCGeneralErr, fmt.Errorf("%w: PostSendSync in %v", ErrInvalidState, st)
+	}
+	if len(wr.SGL) > qp.cap.MaxSendSGE {
+		return WCGeneralErr, fmt.Errorf("%w: %d SGEs > max %d", ErrInvalidArgument, len(wr.SGL), qp.cap.MaxSendSGE)
+	}
+	if wr.LocalBuf != nil && len(wr.SGL) != 0 {
+		return WCGeneralErr, fmt.Errorf("%w: both LocalBuf and SGL given", ErrInvalidArgument)
+	}
+	if err := CheckSendWR(qp.typ, wr); err != nil {
+		return WCGeneralErr, err
+	}
+	return sp.PostSendSync(wr)
+}
+
 // CheckSendWR validates a send work request's shape for a QP type (no memory access).
 func CheckSendWR(t QPType, wr *SendWR) error {
 	switch wr.Opcode {

@@ -59,6 +59,8 @@ type Channel struct {
 	outstanding []atomic.Int64 // stripes posted and not completed, per subchannel
 	posted      []atomic.Int64 // stripes posted, per subchannel (statistics)
 
+	sync bool // one subchannel that executes requests inside the post (Do)
+
 	mu       sync.Mutex
 	pol      sched.Policy // nil for a single subchannel
 	feedback bool
@@ -101,7 +103,33 @@ func (n *Network) NewChannelConfig(cfg ChannelConfig, subs ...*hybridft.Conn) (*
 	if len(subs) > 1 {
 		c.pol, c.feedback = pol, pol.Feedback()
 	}
+	c.sync = len(subs) == 1 && subs[0].CanPostSync()
 	return c, nil
+}
+
+// Sync reports whether Do is available: the channel's single subchannel executes requests at
+// post time (shared memory), so a blocking operation needs no request, no completion queue and
+// no progress engine.
+func (c *Channel) Sync() bool { return c.sync }
+
+// Do executes one operation synchronously on a Sync channel: wr's opcode, local buffer
+// (LocalBuf), remote address and key as for the asynchronous calls; when it returns the
+// operation is complete at the target (and a read's data is in the local buffer). Errors wrap
+// ErrFailed with the completion status, or the post's error. It is ordered after every
+// operation posted earlier on the channel (the provider executes in program order).
+func (c *Channel) Do(wr ibv.SendWR) error {
+	w := wrPool.Get().(*ibv.SendWR) // a pointer handed to an interface escapes: pool it
+	*w = wr
+	st, err := c.subs[0].PostSync(w)
+	*w = ibv.SendWR{}
+	wrPool.Put(w)
+	if err != nil {
+		return fmt.Errorf("multirail: %v: %w", wr.Opcode, err)
+	}
+	if st != ibv.WCSuccess {
+		return fmt.Errorf("%w: %v", ErrFailed, st)
+	}
+	return nil
 }
 
 // Network is the channel's network.

@@ -90,6 +90,12 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 
 // atomic runs one remote atomic and waits for it.
 func (r *Runtime) atomic(ctx context.Context, pe *peer, op ibv.Opcode, result []byte, raddr uint64, rkey uint32, compareAdd, swap uint64) error {
+	if pe.ch.Sync() {
+		if err := pe.ch.Do(ibv.SendWR{Opcode: op, LocalBuf: result, RemoteAddr: raddr, RKey: rkey, CompareAdd: compareAdd, Swap: swap}); err != nil {
+			return fmt.Errorf("%w: %w", ErrTransport, err)
+		}
+		return nil
+	}
 	n, req := r.begin(pe, true)
 	err := pe.ch.Atomic(ctx, req, op, result, raddr, rkey, compareAdd, swap)
 	if err != nil {

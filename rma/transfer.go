@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/multirail"
 )
@@ -61,6 +62,11 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 			return x.self(seg.local[off+roff:off+roff+len(local)], local)
 		})
 	}
+	if block && pe.ch.Sync() {
+		return nil, pieces(func(local []byte, roff int) error {
+			return x.do(pe.ch, local, raddr+uint64(roff), rkey)
+		})
+	}
 	n, req := r.begin(pe, block)
 	ierr := pieces(func(local []byte, roff int) error {
 		return x.post(ctx, pe.ch, req, local, raddr+uint64(roff), rkey)
@@ -87,6 +93,10 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	if pe.rank == r.rank {
 		return nil, x.self(seg.local[off:off+len(local)], local)
 	}
+	if block && pe.ch.Sync() {
+		// Shared memory: executed inside the post, no request or completion queue.
+		return nil, x.do(pe.ch, local, raddr, rkey)
+	}
 	// The hot path: one work request, no closures.
 	n, req := r.begin(pe, block)
 	ierr := x.post(ctx, pe.ch, req, local, raddr, rkey)
@@ -104,6 +114,26 @@ func (x xfer) self(dst, local []byte) error {
 		if err := accum.Apply(x.typ, dst, local, x.scale); err != nil {
 			return fmt.Errorf("%w: %w", ErrType, err)
 		}
+	}
+	return nil
+}
+
+// do executes one transfer piece synchronously on a Sync channel.
+func (x xfer) do(ch *multirail.Channel, local []byte, raddr uint64, rkey uint32) error {
+	wr := ibv.SendWR{LocalBuf: local, RemoteAddr: raddr, RKey: rkey}
+	switch x.kind {
+	case kPut:
+		wr.Opcode = ibv.OpRDMAWrite
+	case kGet:
+		wr.Opcode = ibv.OpRDMARead
+	default:
+		wr.Opcode, wr.AccType, wr.Scale = ibv.OpAccumulate, x.typ, x.scale
+	}
+	if len(local) == 0 {
+		return nil
+	}
+	if err := ch.Do(wr); err != nil {
+		return fmt.Errorf("%w: %w", ErrTransport, err)
 	}
 	return nil
 }

@@ -26,7 +26,9 @@ type qpDrv struct {
 	slot *qpSlot
 
 	destroying atomic.Bool
-	mu         sync.Mutex // the send queue: program order, caches and scratch below
+	mu         sync.Mutex   // the send queue: program order, caches and scratch below
+	sync       bool         // PostSendSync in progress: report the status, push nothing
+	syncSt     ibv.WCStatus // its status
 	destroyed  bool
 
 	// own descriptor fields (published in slot)
@@ -233,7 +235,11 @@ func (q *qpDrv) flushLocked() {
 // failLocked completes wr with an error status and moves the QP to ERROR (QP_FATAL), as an
 // error completion does on an RC QP.
 func (q *qpDrv) failLocked(wr *ibv.SendWR, st ibv.WCStatus, vendor uint32, detail string) {
-	q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num, VendorErr: vendor})
+	if q.sync {
+		q.syncSt = st
+	} else {
+		q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num, VendorErr: vendor})
+	}
 	q.ib.SetState(ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal,
 		Detail: fmt.Sprintf("%v: %v %s", st, wr.Opcode, detail)})
 	q.flushLocked()
@@ -349,10 +355,38 @@ func (q *qpDrv) execLocked(wr *ibv.SendWR) {
 			return
 		}
 	}
-	if q.ib.SigAll() || wr.Flags&ibv.SendSignaled != 0 {
+	if !q.sync && (q.ib.SigAll() || wr.Flags&ibv.SendSignaled != 0) {
 		q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCSuccess, Opcode: ibv.WCOpcodeOf(op),
 			ByteLen: uint32(n), QPNum: q.num})
 	}
+}
+
+// PostSendSync implements ibv.SyncPoster: wr is executed now and its status returned; nothing is
+// queued on the CQ for it. A QP in SQD (requests queued) refuses with ibv.ErrInvalidState so the
+// caller takes the asynchronous path and program order holds.
+func (q *qpDrv) PostSendSync(wr *ibv.SendWR) (ibv.WCStatus, error) {
+	if unsupportedOp(wr.Opcode) {
+		return ibv.WCGeneralErr, fmt.Errorf("shm: %v: %w", wr.Opcode, ibv.ErrUnsupported)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.destroyed {
+		return ibv.WCGeneralErr, ibv.ErrClosed
+	}
+	switch q.ib.State() {
+	case ibv.StateError:
+		return ibv.WCWRFlushErr, nil
+	case ibv.StateRTS:
+	default:
+		return ibv.WCGeneralErr, fmt.Errorf("shm: PostSendSync in %v: %w", q.ib.State(), ibv.ErrInvalidState)
+	}
+	if len(q.sqd) > 0 {
+		q.drainLocked()
+	}
+	q.sync, q.syncSt = true, ibv.WCSuccess
+	q.execLocked(wr)
+	q.sync = false
+	return q.syncSt, nil
 }
 
 // applyLocked performs the operation on t, the target bytes through this process's mapping.
