@@ -17,8 +17,8 @@ func (r *Runtime) Fence(ctx context.Context, proc int) error {
 	if err != nil {
 		return err
 	}
-	if pe.net < 0 {
-		return nil
+	if pe.net < 0 || pe.outstanding.Load() == 0 {
+		return nil // nothing in flight (blocking operations on shm complete inside the call)
 	}
 	n := r.nets[pe.net].net
 	return pollUntil(ctx, func() bool {
