@@ -135,14 +135,17 @@ func TestTimelineFault(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		add(10, 100)
 	}
-	st := tl.Fault(40, 600)
+	st := tl.Fault(40, 600, 0.5)
 	assert.Equal(t, 100.0, st.Before)
-	assert.Equal(t, 50.0, st.During)
+	// 300 ms at 3 MB/s + 13 × 20 ms at 50 MB/s over the 560 ms down.
+	assert.InDelta(t, (300*3+13*20*50)/560.0, st.During, 1e-9)
 	assert.Equal(t, 100.0, st.After)
-	assert.InDelta(t, 300, st.Detect, 1e-9)
+	assert.InDelta(t, 300, st.Detect, 1e-9) // the 300 ms operation ended at 340
 	assert.InDelta(t, 290, st.Stall, 1e-9)
 	assert.InDelta(t, 40, st.Full, 1e-9)      // the first 100 MB/s operation starts at 640
-	assert.InDelta(t, 300, st.Failover, 1e-9) // 340 - 40
+	assert.InDelta(t, 300, st.Failover, 1e-9) // 50 MB/s from 340 ms
+	st = tl.Fault(40, 600, 1)                 // nothing reaches 80 MB/s while down
+	assert.True(t, math.IsNaN(st.Failover))
 }
 
 func TestTimelineOf(t *testing.T) {

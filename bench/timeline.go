@@ -239,24 +239,31 @@ func (tl Timeline) StripeShare(rail int, from, to float64) float64 {
 // (seed 003 Fig. 10/11). Times in ms, bandwidths in MB/s.
 type FaultStats struct {
 	Before float64 // median bandwidth before the pull
-	During float64 // median bandwidth of the operations that started and ended while down
+	// During: the bytes of the operations that ended while the cable was out, divided by the
+	// time it was out (the effective bandwidth of the fault period, stalls included).
+	During float64
 	After  float64 // median bandwidth of the last third of the time after the plug-in
-	// Detect: from the pull to the end of the first operation in flight at the pull or started
-	// after it (traffic moves again: the runtime noticed and migrated or re-issued).
+	// Detect: from the pull to the end of the first operation that ended after it and took
+	// more than 3× the median duration before (the operation that hit the fault, completed once
+	// the runtime noticed and migrated or re-issued its work requests); if no operation was that
+	// slow, to the end of the first operation after the pull.
 	Detect float64
 	// Stall: the longest operation that overlaps the down time, minus the median duration of
 	// operations before the pull (the extra time the fault cost at once).
 	Stall float64
+	// Failover: from the pull to the start of the first 3 consecutive operations, started while
+	// the cable was out, at ≥ 80 % of Before × survivors (the share of the bandwidth the rails
+	// left can carry); NaN if none.
+	Failover float64
 	// Full: from the plug-in to the start of the first 3 consecutive operations at ≥ 90 % of
 	// Before (NaN if never).
 	Full float64
-	// Failover: from the pull to the start of the first 3 consecutive operations at ≥ 90 % of
-	// During (the bandwidth of the rails left; NaN if never).
-	Failover float64
 }
 
-// Fault computes FaultStats for a pull at down and a plug-in at up (ms on the timeline's clock).
-func (tl Timeline) Fault(down, up float64) FaultStats {
+// Fault computes FaultStats for a pull at down and a plug-in at up (ms on the timeline's
+// clock); survivors (0..1) is the share of the bandwidth left while the cable is out
+// ((R-1)/R for R equal rails).
+func (tl Timeline) Fault(down, up, survivors float64) FaultStats {
 	var st FaultStats
 	st.Before, _ = tl.Median(0, down)
 	var durs []float64
@@ -271,10 +278,14 @@ func (tl Timeline) Fault(down, up float64) FaultStats {
 		medDur = durs[len(durs)/2]
 	}
 	st.Detect, st.Stall = math.NaN(), math.NaN()
-	var during []float64
+	first := math.NaN()
+	var bytes float64 // MB/s × ms = 10^3 bytes
 	for i, e := range tl.End {
 		s := e - tl.Dur[i]
-		if e > down && math.IsNaN(st.Detect) {
+		if e > down && math.IsNaN(first) {
+			first = e - down
+		}
+		if e > down && math.IsNaN(st.Detect) && tl.Dur[i] > 3*medDur {
 			st.Detect = e - down
 		}
 		if e > down && s <= up {
@@ -282,14 +293,16 @@ func (tl Timeline) Fault(down, up float64) FaultStats {
 				st.Stall = tl.Dur[i] - medDur
 			}
 		}
-		if s >= down && e <= up {
-			during = append(during, tl.BW[i])
+		if e > down && e <= up {
+			bytes += tl.BW[i] * tl.Dur[i]
 		}
 	}
+	if math.IsNaN(st.Detect) {
+		st.Detect = first
+	}
 	st.During = math.NaN()
-	if len(during) > 0 {
-		slices.Sort(during)
-		st.During = during[len(during)/2]
+	if up > down {
+		st.During = bytes / (up - down)
 	}
 	last := 0.0
 	if n := len(tl.End); n > 0 {
@@ -301,10 +314,8 @@ func (tl Timeline) Fault(down, up float64) FaultStats {
 		st.Full = after
 	}
 	st.Failover = math.NaN()
-	if !math.IsNaN(st.During) {
-		if _, after, ok := tl.Recovery(down, 0.9*st.During, 3); ok {
-			st.Failover = after
-		}
+	if _, after, ok := tl.Recovery(down, 0.8*survivors*st.Before, 3); ok && down+after < up {
+		st.Failover = after
 	}
 	return st
 }

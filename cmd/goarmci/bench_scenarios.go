@@ -73,6 +73,7 @@ type scenarioFlags struct {
 	threshold string
 	timeout   time.Duration
 	verbose   bool
+	timelines bool
 	child     bool
 }
 
@@ -99,6 +100,7 @@ func (f *scenarioFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.threshold, "threshold", "", "GOARMCI_STRIPE_THRESHOLD of the ranks (default the runtime's)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "wall-clock limit of each job")
 	fs.BoolVar(&f.verbose, "v", false, "show the ranks' stderr")
+	fs.BoolVar(&f.timelines, "timelines", false, "hotspot/fault: also print every run's timeline in text (always in csv and json)")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: run as a rank and print rank 0's results as JSON")
 }
 
@@ -156,6 +158,14 @@ func parseScenario(stderr io.Writer, args []string) (*scenarioFlags, error) {
 	}
 	if f.event == 0 {
 		f.event = f.duration / 3
+	}
+	if f.size == "" {
+		switch f.name {
+		case bench.ScenarioHotspot:
+			f.size = "4m"
+		case bench.ScenarioFault:
+			f.size = "1m"
+		}
 	}
 	if f.cutRail < 0 {
 		f.cutRail = f.rails - 1
@@ -657,6 +667,7 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 		Columns: []string{"Before (MB/s)", "After (MB/s)", "After/new sum %", "Recovered (ops)", "Recovered (ms)", "Slow rail stripes before %", "after %", "Slow rail bytes before %", "after %"},
 	}
 	var series []bench.Series
+	var timelines []*bench.Result
 	ev := 0.0
 	for _, pol := range s.f.policyList() {
 		var txAtCut []uint64
@@ -696,9 +707,14 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 		row.Values = append(row.Values, 100*railShare(tx0, txAtCut, s.f.cutRail), 100*railShare(txAtCut, s.txBytes(), s.f.cutRail))
 		tab.Rows = append(tab.Rows, row)
 		series = append(series, bench.Series{Name: pol, TL: tl})
+		jr.res.Header = append(jr.res.Header, fmt.Sprintf("Run: policy %s; rail %d cut at %.1f ms", pol, s.f.cutRail, ev))
+		timelines = append(timelines, jr.res)
 		fmt.Fprintf(s.stderr, "goarmci: bench hotspot: %s done\n", pol)
 	}
 	out := scenarioOutput{tables: []*bench.Table{tab}}
+	if s.f.timelines || s.f.format != "text" {
+		out.results = timelines
+	}
 	out.plot = func(path string) error {
 		return bench.WriteTimelinePNG(path, fmt.Sprintf("%s of %s, rail %d cut to 1/%g", s.f.op, s.f.size, s.f.cutRail, s.f.cutFactor),
 			series, []bench.Event{{Name: "rate cut", Ms: ev}})
@@ -716,12 +732,14 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		Name: "fault", Title: "# goarmci network fault: rail 0 pulled mid-run (seed 003 Fig. 10/11)", Key: "Run",
 		Header: append(s.rateHeader([]int{s.f.rails}),
 			fmt.Sprintf("Event: rail 0 down (ip link set down) %v after the start, up again %v later", s.f.event, s.f.down),
-			"Detect: pull -> end of the first operation after it; Stall: longest operation overlapping the fault minus the median before;",
-			"Failover: pull -> 3 operations at >= 90% of the down-time median; Full: plug-in -> 3 operations at >= 90% of before"),
+			"Down: bytes moved while down / down time; Detect: pull -> end of the first operation after it slower than 3x the median;",
+			"Stall: longest operation overlapping the fault minus the median before; Failover: pull -> 3 operations in a row, while down,",
+			"at >= 80% of before x (R-1)/R; Full again: plug-in -> 3 operations in a row at >= 90% of before"),
 		Columns: []string{"Before (MB/s)", "Down (MB/s)", "After (MB/s)", "Detect (ms)", "Stall (ms)", "Failover (ms)", "Full again (ms)"},
 	}
 	var series []bench.Series
 	var events []bench.Event
+	var timelines []*bench.Result
 	for _, apm := range strings.Split(s.f.apm, ",") {
 		apm = strings.TrimSpace(apm)
 		for _, op := range ops {
@@ -756,9 +774,11 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 				return scenarioOutput{}, fmt.Errorf("%s: the run ended before the fault was over", key)
 			}
 			d, u := ms(down.Sub(jr.start)), ms(up.Sub(jr.start))
-			st := tl.Fault(d, u)
+			st := tl.Fault(d, u, float64(s.f.rails-1)/float64(s.f.rails))
 			tab.Rows = append(tab.Rows, bench.TableRow{Key: key, Values: []float64{st.Before, st.During, st.After, st.Detect, st.Stall, st.Failover, st.Full}})
 			series = append(series, bench.Series{Name: key, TL: tl})
+			jr.res.Header = append(jr.res.Header, fmt.Sprintf("Run: %s; rail 0 down at %.1f ms, up at %.1f ms", key, d, u))
+			timelines = append(timelines, jr.res)
 			if len(events) == 0 {
 				events = []bench.Event{{Name: "rail 0 down", Ms: d}, {Name: "rail 0 up", Ms: u}}
 			}
@@ -766,6 +786,9 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		}
 	}
 	out := scenarioOutput{tables: []*bench.Table{tab}}
+	if s.f.timelines || s.f.format != "text" {
+		out.results = timelines
+	}
 	out.plot = func(path string) error {
 		return bench.WriteTimelinePNG(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)
 	}
