@@ -21,11 +21,13 @@ const (
 	ScenarioHotspot    = "hotspot"
 	ScenarioFault      = "fault"
 	ScenarioInterleave = "interleave"
+	// ScenarioApp runs any goarmci program (NAS CG, IS) as the 2 ranks; launcher only.
+	ScenarioApp = "app"
 )
 
 // ScenarioNames lists the scenario benchmarks.
 func ScenarioNames() []string {
-	return []string{ScenarioRails, ScenarioHotspot, ScenarioFault, ScenarioInterleave}
+	return []string{ScenarioRails, ScenarioHotspot, ScenarioFault, ScenarioInterleave, ScenarioApp}
 }
 
 // IsScenario reports whether name is a scenario benchmark.

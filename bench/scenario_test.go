@@ -221,3 +221,12 @@ func TestMergeAndRatio(t *testing.T) {
 	assert.Nil(t, back.Rows[0].Values[0])
 	assert.ErrorIs(t, tab.Write(&buf, "xml"), ErrOptions)
 }
+
+func TestNPBReport(t *testing.T) {
+	s, ok := NPBReport("[0]  IS Benchmark Completed.\n Time in seconds = 11.25\n Verification = SUCCESSFUL\n")
+	assert.True(t, ok)
+	assert.InDelta(t, 11.25, s, 1e-9)
+	s, ok = NPBReport(" Verification = UNSUCCESSFUL\n")
+	assert.False(t, ok)
+	assert.True(t, math.IsNaN(s))
+}

@@ -30,6 +30,7 @@ import (
 const startMarker = "GOARMCI-SCENARIO-START"
 
 const scenarioUsage = `usage: goarmci bench rails|hotspot|fault|interleave [flags]
+       goarmci bench app [flags] -- PROGRAM [ARGS]
 
 Scenario benchmarks on the multi-rail testbed (needs root): two hosts as network namespaces
 joined by -rails veth pairs with a tbf rate per rail (each host's egress), one rank per host
@@ -44,6 +45,9 @@ joined by -rails veth pairs with a tbf rate per rail (each host's egress), one r
               for -down, then plugged back; APM on and off (-apm) (seed 003 Fig. 10/11)
   interleave  16 MPI_Put + 16 MPI_Get per fence epoch, reordering off and on, over 1..R rails
               (seed 000 §5.3.4)
+  app         PROGRAM (a goarmci program, e.g. a built examples/nas/is) as the 2 ranks over 1..R
+              rails (-counts), with -pull also with rail 0 pulled mid-run: wall time, the NPB
+              "Time in seconds" and "Verification" lines
 
 Flags:
 `
@@ -73,7 +77,9 @@ type scenarioFlags struct {
 	threshold string
 	timeout   time.Duration
 	verbose   bool
+	app       []string // bench app: the program and its arguments
 	timelines bool
+	pull      bool
 	child     bool
 }
 
@@ -99,6 +105,7 @@ func (f *scenarioFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.apm, "apm", "true,false", "fault: GOARMCI_APM values to run")
 	fs.StringVar(&f.threshold, "threshold", "", "GOARMCI_STRIPE_THRESHOLD of the ranks (default the runtime's)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "wall-clock limit of each job")
+	fs.BoolVar(&f.pull, "pull", false, "app: also run each rail count with rail 0 pulled at -event for -down")
 	fs.BoolVar(&f.verbose, "v", false, "show the ranks' stderr")
 	fs.BoolVar(&f.timelines, "timelines", false, "hotspot/fault: also print every run's timeline in text (always in csv and json)")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: run as a rank and print rank 0's results as JSON")
@@ -107,6 +114,12 @@ func (f *scenarioFlags) set(fs *flag.FlagSet) {
 // parseScenario parses a scenario's command line (flags before or after the name).
 func parseScenario(stderr io.Writer, args []string) (*scenarioFlags, error) {
 	f := &scenarioFlags{}
+	for i, a := range args {
+		if a == "--" {
+			args, f.app = args[:i], args[i+1:]
+			break
+		}
+	}
 	fs := flag.NewFlagSet("goarmci bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f.set(fs)
@@ -133,6 +146,19 @@ func parseScenario(stderr io.Writer, args []string) (*scenarioFlags, error) {
 		return nil, usageError("bench: one scenario (%s), got %q", strings.Join(bench.ScenarioNames(), ", "), pos)
 	}
 	f.name = pos[0]
+	if (f.name == bench.ScenarioApp) != (len(f.app) > 0) {
+		return nil, usageError("bench: app needs a program after --, and only app takes one")
+	}
+	if f.name == bench.ScenarioApp {
+		prog, err := exec.LookPath(f.app[0])
+		if err == nil {
+			prog, err = filepath.Abs(prog)
+		}
+		if err != nil {
+			return nil, usageError("bench: app: %v (build it first: go build -o is ./examples/nas/is)", err)
+		}
+		f.app = append([]string{prog}, f.app[1:]...)
+	}
 	if f.rails < 1 || f.rails > 4 {
 		return nil, usageError("bench: -rails %d (want 1..4)", f.rails)
 	}
@@ -158,6 +184,9 @@ func parseScenario(stderr io.Writer, args []string) (*scenarioFlags, error) {
 	}
 	if f.event == 0 {
 		f.event = f.duration / 3
+		if f.name == bench.ScenarioApp {
+			f.event = 10 * time.Second
+		}
 	}
 	if f.size == "" {
 		switch f.name {
@@ -296,6 +325,8 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) e
 		out, err = s.hotspot(ctx)
 	case bench.ScenarioFault:
 		out, err = s.fault(ctx)
+	case bench.ScenarioApp:
+		out, err = s.appRuns(ctx)
 	}
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("bench %s: %w", f.name, err)}
@@ -381,6 +412,7 @@ var jobSeq atomic.Int32
 // jobResult is what one launched job produced.
 type jobResult struct {
 	res   *bench.Result
+	out   string               // rank 0's standard output
 	start time.Time            // the timeline's start (zero otherwise)
 	marks map[string]time.Time // events the launcher fired
 }
@@ -405,7 +437,11 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 	var werr [2]error
 	var readers sync.WaitGroup
 	for rank := 0; rank < 2; rank++ {
-		c := s.tb.Command(ctx, rank, exe, s.f.childArgs(op)...)
+		argv := append([]string{exe}, s.f.childArgs(op)...)
+		if s.f.app != nil {
+			argv = s.f.app
+		}
+		c := s.tb.Command(ctx, rank, argv[0], argv[1:]...)
 		c.Env = append(scenarioEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS=2",
 			fmt.Sprintf("SLURM_JOB_ID=%d%03d", 9000+os.Getpid()%1000, seq), "SLURM_STEP_ID=0",
 			"GOARMCI_RDV="+rdv, "GOARMCI_RAILS="+strings.Join(s.tb.Hosts[rank].Addrs[:n], ","))
@@ -452,6 +488,10 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 	jr := &jobResult{}
 	done := make(chan struct{})
 	var evWG sync.WaitGroup
+	if event != nil && s.f.app != nil {
+		// A program has no start marker: its events count from its launch.
+		startCh <- time.Now()
+	}
 	if event != nil {
 		evWG.Add(1)
 		go func() {
@@ -471,6 +511,10 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: %w\n%s", rank, err, errs[rank].String())
 		}
+	}
+	jr.out = outs[0].String()
+	if s.f.app != nil {
+		return jr, nil
 	}
 	var rs []*bench.Result
 	if err := json.Unmarshal(outs[0].Bytes(), &rs); err != nil || len(rs) != 1 {
@@ -842,4 +886,66 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// appRuns runs the program over each rail count, with and without a rail pulled.
+func (s *scenario) appRuns(ctx context.Context) (scenarioOutput, error) {
+	counts, _ := s.f.railCounts()
+	tab := &bench.Table{
+		Name: "app", Title: "# goarmci program across two hosts: " + strings.Join(append([]string{filepath.Base(s.f.app[0])}, s.f.app[1:]...), " "), Key: "Run",
+		Header:  s.rateHeader(counts),
+		Columns: []string{"Wall (s)", "Program time (s)", "Verified"},
+	}
+	if s.f.pull {
+		tab.Header = append(tab.Header, fmt.Sprintf("Fault: rail 0 down (ip link set down) %v after the launch for %v", s.f.event, s.f.down))
+	}
+	for _, n := range counts {
+		modes := []bool{false}
+		if s.f.pull && n > 1 {
+			modes = append(modes, true)
+		}
+		for _, pull := range modes {
+			key := configName(n, "")
+			key = strings.TrimSpace(key)
+			var event func(ctx context.Context, start time.Time) map[string]time.Time
+			if pull {
+				key += ", rail 0 pulled"
+				event = func(ctx context.Context, start time.Time) map[string]time.Time {
+					m := map[string]time.Time{}
+					if sleepUntil(ctx, start.Add(s.f.event)) != nil {
+						return m
+					}
+					m["down"] = time.Now()
+					_ = s.tb.Link(0, false)
+					_ = sleepUntil(ctx, m["down"].Add(s.f.down))
+					_ = s.tb.Link(0, true)
+					m["up"] = time.Now()
+					return m
+				}
+			}
+			t0 := time.Now()
+			jr, err := s.launch(ctx, n, nil, "", event)
+			wall := time.Since(t0).Seconds()
+			_ = s.tb.Link(0, true)
+			if err != nil {
+				return scenarioOutput{}, fmt.Errorf("%s: %w", key, err)
+			}
+			if s.f.verbose {
+				fmt.Fprint(s.stderr, jr.out)
+			}
+			if pull {
+				if _, ok := jr.marks["up"]; !ok {
+					key += " (ended before the fault was over)"
+				}
+			}
+			prog, ok := bench.NPBReport(jr.out)
+			verified := 0.0
+			if ok {
+				verified = 1
+			}
+			tab.Rows = append(tab.Rows, bench.TableRow{Key: key, Values: []float64{wall, prog, verified}})
+			fmt.Fprintf(s.stderr, "goarmci: bench app: %s done (%.2f s)\n", key, wall)
+		}
+	}
+	return scenarioOutput{tables: []*bench.Table{tab}}, nil
 }

@@ -106,3 +106,17 @@ func TestBenchRailsSmoke(t *testing.T) {
 	assert.Contains(t, out, "config,")
 	assert.Contains(t, out, "2 rails even,")
 }
+
+func TestParseScenarioApp(t *testing.T) {
+	f, err := parseScenario(&bytes.Buffer{}, []string{"app", "-rails", "2", "-pull", "--", "true", "-class", "B"})
+	require.NoError(t, err)
+	assert.True(t, filepath.IsAbs(f.app[0]), f.app[0])
+	assert.Equal(t, []string{"-class", "B"}, f.app[1:])
+	assert.True(t, f.pull)
+	assert.Equal(t, 10*time.Second, f.event)
+	for _, args := range [][]string{{"app"}, {"rails", "--", "true"}, {"app", "--", "/no/such/program"}} {
+		_, err := parseScenario(&bytes.Buffer{}, args)
+		var ee *exitError
+		require.ErrorAs(t, err, &ee, "%v", args)
+	}
+}
