@@ -76,13 +76,21 @@ func Check(t Type, dst, src []byte) error {
 	return nil
 }
 
-// Apply performs dst[i] += scale·src[i] for every element of type t, each element atomically. The
+// Apply performs dst[i] += scale·src[i] for every element of type t, each element atomically
+// with respect to other accumulates: under the region's lock when one is registered
+// (RegisterLock, see locked.go), else with a compare-and-swap per element. The
 // scale is converted to t (integers take the real part, truncated; floats the real part; complex
 // types the whole value). src need not be aligned. Errors wrap ErrType or ErrShape and change
 // nothing.
 func Apply(t Type, dst, src []byte, scale complex128) error {
 	if err := Check(t, dst, src); err != nil {
 		return err
+	}
+	if l := lockFor(dst); l != nil {
+		acquire(l)
+		applyPlain(t, dst, src, scale)
+		l.Store(0)
+		return nil
 	}
 	n := len(dst)
 	switch t {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/xunix"
 )
 
@@ -69,8 +70,9 @@ type device struct {
 
 // mrInfo is the provider data of a registered region.
 type mrInfo struct {
-	slot *mrSlot
-	buf  *buffer // nil: not in a shared buffer
+	slot   *mrSlot
+	buf    *buffer // nil: not in a shared buffer
+	unlock func()  // undoes the accumulate-lock registration
 }
 
 // devices of this process by incarnation id: a peer in the same process resolves a region that
@@ -283,8 +285,11 @@ func (d *device) RegMR(mr *ibv.MR) error {
 	for i := 0; i < probeWindow; i++ {
 		s := &d.seg.mrs[(h+i)%n]
 		if s.free() {
+			s.acc.Store(0)
 			s.publish(desc)
-			info := &mrInfo{slot: s, buf: buf}
+			// Every accumulate into the region — from peers through their mapping of this slot,
+			// or from this process's other providers — takes the slot's lock (internal/accum).
+			info := &mrInfo{slot: s, buf: buf, unlock: accum.RegisterLock(mr.Buf(), &s.acc)}
 			mr.Provider = info
 			d.mrs[mr] = info
 			return nil
@@ -305,6 +310,7 @@ func (d *device) DeregMR(mr *ibv.MR) error {
 		return nil
 	}
 	delete(d.mrs, mr)
+	info.unlock()
 	if !d.closed {
 		info.slot.clear()
 	}
@@ -347,6 +353,7 @@ func (d *device) Close() error {
 	}
 	d.mu.Lock()
 	for mr, info := range d.mrs {
+		info.unlock() // before the control file (and the lock word in it) is unmapped
 		if info.buf != nil {
 			releaseBuffer(info.buf)
 		}

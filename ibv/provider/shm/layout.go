@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // The control segment of an endpoint is a shared file every peer on the node maps. It holds a
@@ -67,7 +68,8 @@ type mrSlot struct {
 	bufIno  atomic.Uint64
 	bufSize atomic.Uint64
 	bufOff  atomic.Uint64
-	_       [mrSlotSize - 9*8]byte
+	acc     accum.Lock // accumulate lock of the region (internal/accum.RegisterLock)
+	_       [mrSlotSize - 9*8 - 4]byte
 }
 
 const validBit = 1 << 63

@@ -346,7 +346,7 @@ func (q *qpDrv) execLocked(wr *ibv.SendWR) {
 		}
 		if r.mem != nil {
 			off := wr.RemoteAddr - r.vaddr
-			if st, vendor := q.applyLocked(wr, bufs, r.mem[off:off+n:off+n]); st != ibv.WCSuccess {
+			if st, vendor := q.applyLocked(wr, bufs, r.mem[off:off+n:off+n], &r.slot.acc); st != ibv.WCSuccess {
 				q.failLocked(wr, st, vendor, "at the responder")
 				return
 			}
@@ -390,7 +390,8 @@ func (q *qpDrv) PostSendSync(wr *ibv.SendWR) (ibv.WCStatus, error) {
 }
 
 // applyLocked performs the operation on t, the target bytes through this process's mapping.
-func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte) (ibv.WCStatus, uint32) {
+// acc is the target region's accumulate lock (in the target's published MR slot).
+func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte, acc *accum.Lock) (ibv.WCStatus, uint32) {
 	switch wr.Opcode {
 	case ibv.OpRDMAWrite:
 		o := 0
@@ -415,7 +416,7 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte) (ibv.WCStat
 			}
 			src = q.gather
 		}
-		if err := accum.Apply(wr.AccType, t, src, wr.Scale); err != nil {
+		if err := accum.ApplyLocked(acc, wr.AccType, t, src, wr.Scale); err != nil {
 			return ibv.WCRemOpErr, VendorKernelError
 		}
 		return ibv.WCSuccess, 0
