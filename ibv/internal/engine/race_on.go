@@ -25,7 +25,8 @@ func raceAcquire() {
 }
 
 // raceMemMu serializes, in race builds only, the responder's own accesses to registered memory
-// (placing RDMA writes, reading RDMA read responses). RDMA lets a retransmitted (duplicate) read
+// (placing RDMA writes, reading RDMA read responses, atomics and accumulates). An RDMA read may
+// also legally read a word that an atomic from another peer is updating. RDMA lets a retransmitted (duplicate) read
 // re-read memory that a later write on another path is placing: harmless for the protocol (the
 // duplicate response is discarded) and for hardware, but a data race to the detector. Normal
 // builds compile this to nothing.

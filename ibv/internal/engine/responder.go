@@ -348,7 +348,10 @@ func (q *QP) recvAccumulate(p *wire.Packet, link Link, first bool) bool {
 		q.nak(link, p.PSN, wire.SynNakInvReq)
 		return false
 	}
-	if err := accum.Apply(r.accType, r.dst[r.off:r.off+n], p.Payload, r.scale); err != nil {
+	raceMemLock()
+	err := accum.Apply(r.accType, r.dst[r.off:r.off+n], p.Payload, r.scale)
+	raceMemUnlock()
+	if err != nil {
 		q.nak(link, p.PSN, wire.SynNakInvReq)
 		return false
 	}
@@ -400,7 +403,9 @@ func (q *QP) execAtomic(p *wire.Packet, link Link) (uint64, bool) {
 	if int(a.Op) < len(wireAtomics) {
 		op = wireAtomics[a.Op]
 	}
+	raceMemLock()
 	v, err := accum.RMW(op, b, a.SwapAdd, a.Compare)
+	raceMemUnlock()
 	if err != nil {
 		q.nak(link, p.PSN, wire.SynNakInvReq)
 		return 0, false
