@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +120,46 @@ func TestParseScenarioApp(t *testing.T) {
 		var ee *exitError
 		require.ErrorAs(t, err, &ee, "%v", args)
 	}
+}
+
+// TestBenchHotspotSmoke runs a one-second hotspot timeline (rail 1 cut mid-run) on the netns
+// testbed and checks the JSON: the summary table with one row for the policy and the timeline
+// with one row per operation. Root only; not under -short.
+func TestBenchHotspotSmoke(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root and the netns testbed; not under -short")
+	}
+	code, out, errOut := benchCLI(t, "hotspot", "-rails", "2", "-rate", "800mbit", "-policies", "adaptive",
+		"-size", "1m", "-duration", "1s", "-event", "400ms", "-format", "json")
+	require.Equal(t, 0, code, errOut)
+	dec := json.NewDecoder(strings.NewReader(out))
+	var tl struct {
+		Name    string   `json:"name"`
+		Columns []string `json:"columns"`
+		Rows    []struct {
+			Size   int       `json:"size"`
+			Values []float64 `json:"values"`
+		} `json:"rows"`
+	}
+	require.NoError(t, dec.Decode(&tl), out)
+	assert.Equal(t, "timeline_put", tl.Name)
+	assert.Equal(t, []string{"Time (ms)", "Op (ms)", "Bandwidth (MB/s)", "Stripes rail 0", "Stripes rail 1"}, tl.Columns)
+	require.NotEmpty(t, tl.Rows)
+	for i, r := range tl.Rows {
+		assert.Equal(t, i, r.Size)
+		assert.Greater(t, r.Values[2], 0.0)
+	}
+	var tab struct {
+		Name string `json:"name"`
+		Rows []struct {
+			Key    string     `json:"key"`
+			Values []*float64 `json:"values"`
+		} `json:"rows"`
+	}
+	require.NoError(t, dec.Decode(&tab), out)
+	assert.Equal(t, "hotspot", tab.Name)
+	require.Len(t, tab.Rows, 1)
+	assert.Equal(t, "adaptive", tab.Rows[0].Key)
+	require.NotNil(t, tab.Rows[0].Values[0])
+	assert.Greater(t, *tab.Rows[0].Values[0], 0.0)
 }
