@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/goarmci/goarmci/hybridft/apm"
 	"github.com/goarmci/goarmci/hybridft/udcm"
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/config"
@@ -317,9 +318,7 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 		}
 		c.stats.migrations.Add(1)
 		c.mu.Lock()
-		if c.hasAlt {
-			c.primary, c.hasAlt = c.alt, false
-		}
+		c.primary, c.hasAlt = pathOf(c.qp.Query().AV), false
 		c.mu.Unlock()
 		m.log.Debug().Uint32("qp", ev.QPNum).Str("detail", ev.Detail).Msg("hybridft: path migrated")
 		m.armAlt(c, now)
@@ -403,6 +402,9 @@ func (m *Manager) armAlt(c *Conn, now time.Time) {
 	if c.state != stNormal || c.qp.State() != ibv.StateRTS || !c.recoverable {
 		return
 	}
+	// the provider may have migrated already (MigrateAuto) without EventPathMig handled yet:
+	// the alternate is chosen against the queue pair's primary path, not a stale copy of it
+	c.primary = pathOf(c.qp.Query().AV)
 	n := c.nports()
 	ports := apmPorts(c, n)
 	alt, ok := apmAlternate(c, ports)
@@ -426,7 +428,10 @@ func (m *Manager) armAlt(c *Conn, now time.Time) {
 	c.apmRetryAt = now.Add(10 * m.opts.Probe) // the probe runs; PATH_MIG_ERR brings it forward
 }
 
-// apmTick retries failed path loads, gives a recovered home path back by manual migration,
+// pathOf is the apm.Path of an address vector: its local port and source path bits.
+func pathOf(av ibv.AHAttr) apm.Path { return apm.Path{Port: av.PortNum, PathBits: av.SrcPathBits} }
+
+// apmTick retries failed path loads (and replaces a stale ARMED alternate), gives a recovered home path back by manual migration,
 // runs GOARMCI_APM_TEST, and (without APM) gives the home path back through a planned
 // re-establishment.
 func (m *Manager) apmTick(c *Conn, now time.Time) {
@@ -447,9 +452,15 @@ func (m *Manager) apmTick(c *Conn, now time.Time) {
 		}
 		return
 	}
-	mig := c.qp.Query().PathMigState
+	a := c.qp.Query()
+	mig := a.PathMigState
+	c.primary = pathOf(a.AV)
+	// An ARMED alternate the manager did not choose for the current primary (a path load that
+	// raced with an automatic migration or with a later choice; or one equal to the primary) is
+	// useless and no event will ever come for it: load the right one again, as after PATH_MIG_ERR.
+	stale := mig == ibv.Armed && (!c.hasAlt || c.alt != pathOf(a.AltAV) || c.alt == c.primary)
 	switch {
-	case mig == ibv.Armed && c.hasAlt && (c.primary != c.home && c.alt == c.home ||
+	case mig == ibv.Armed && !stale && (c.primary != c.home && c.alt == c.home ||
 		m.opts.APMTest > 0 && now.Sub(c.apmForced) >= m.opts.APMTest):
 		if err := c.qp.Modify(&ibv.QPAttr{PathMigState: ibv.Migrated}, ibv.AttrPathMigState); err != nil {
 			c.mu.Unlock()
@@ -464,7 +475,7 @@ func (m *Manager) apmTick(c *Conn, now time.Time) {
 		c.primary, c.hasAlt = c.alt, false
 		c.mu.Unlock()
 		m.armAlt(c, now)
-	case mig != ibv.Armed && !now.Before(c.apmRetryAt):
+	case (mig != ibv.Armed || stale) && !now.Before(c.apmRetryAt):
 		c.mu.Unlock()
 		m.armAlt(c, now)
 	default:
