@@ -31,7 +31,8 @@ type PortConfig struct {
 	// Listen is the TCP endpoint to listen on, e.g. "127.0.0.1:0" or "169.254.1.2:0". The port's
 	// address (PortAttr.Addr) is the endpoint actually bound.
 	Listen string
-	// Ifname is the network interface the endpoint belongs to (informational).
+	// Ifname is the network interface the endpoint belongs to; when empty, the interface that
+	// holds the Listen address. The port's state follows that interface's link (linkmon.go).
 	Ifname string
 	// LMC: the port answers to 2^LMC LIDs (path bits, seed 000 §2.2); each (DLID, source path
 	// bits) pair to a destination gets its own stream.
@@ -60,7 +61,13 @@ type Config struct {
 	// drops it before the engine sees it (tests lose responses with it: executed requests whose
 	// acknowledgements never arrive).
 	DropInbound func(port uint8, pkt []byte) bool
-	Log         *zerolog.Logger
+	// NoLinkMonitor turns off the link monitor: ports stay PortActive whatever their
+	// interface's carrier does (SetPortDown still works).
+	NoLinkMonitor bool
+	// ProbeTimeout bounds the path probe of an APM path load (default 500 ms, at most
+	// DialTimeout): a TCP handshake on the path, which a pulled cable never answers.
+	ProbeTimeout time.Duration
+	Log          *zerolog.Logger
 }
 
 // ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
@@ -81,6 +88,9 @@ type port struct {
 	addr string
 	ip   net.IP
 	down atomic.Bool
+	// ifindex is the interface the port is bound to (0: unknown); linkDown its last link state
+	ifindex  int
+	linkDown atomic.Bool
 }
 
 type connKey struct {
@@ -103,6 +113,7 @@ type Driver struct {
 	all    map[*conn]struct{}
 	closed bool
 
+	lm     *linkMonitor
 	stop   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -118,6 +129,10 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 3 * time.Second
 	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 500 * time.Millisecond
+	}
+	cfg.ProbeTimeout = min(cfg.ProbeTimeout, cfg.DialTimeout)
 	if cfg.Name == "" {
 		cfg.Name = "tcp0"
 	}
@@ -156,6 +171,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "tcp", Ports: attrs, Close: d.shutdown,
 		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log, Reliable: true}})
 	d.ctx = ibv.NewContext(d)
+	d.lm = d.startLinkMonitor()
 	for _, p := range d.ports {
 		d.wg.Add(1)
 		go d.acceptLoop(p)
@@ -179,6 +195,7 @@ func (d *Driver) shutdown() error {
 	}
 	d.mu.Unlock()
 	d.cancel()
+	d.lm.close()
 	d.closeListeners()
 	for _, c := range conns {
 		c.fail(ibv.ErrClosed)
@@ -230,13 +247,18 @@ func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
 	return c.send(hdr, payload)
 }
 
+// Probe checks a path before an APM path load arms it (REARM→ARMED): its stream must be up,
+// and a TCP handshake from the port to the remote port must complete within ProbeTimeout. The
+// handshake is what tells a live path from a stream that only looks open because its cable was
+// pulled after it was opened (a silent TCP stream keeps no state that would tell); the probe
+// connection closes before its hello, so the peer never treats it as a stream.
 func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
 	d := (*Driver)(t)
 	c, err := d.stream(path)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ProbeTimeout)
 	defer cancel()
 	select {
 	case <-c.settled:
@@ -244,10 +266,18 @@ func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
 		return fmt.Errorf("tcp: probe %s: %w", path.Addr, ctx.Err())
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return fmt.Errorf("tcp: probe %s: %w", path.Addr, c.err)
+	err = c.err
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("tcp: probe %s: %w", path.Addr, err)
 	}
+	p := d.ports[path.PortNum-1]
+	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.ip}}
+	nc, err := dl.DialContext(ctx, "tcp", path.Addr)
+	if err != nil {
+		return fmt.Errorf("tcp: probe %s from port %d: %w", path.Addr, path.PortNum, err)
+	}
+	_ = nc.Close()
 	return nil
 }
 
