@@ -1,0 +1,317 @@
+package fabric
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/internal/engine"
+)
+
+// linkKey names a directed link: source and destination node, rail (the port number at both
+// ends) and the source path bits.
+type linkKey struct {
+	src, dst int32
+	rail     uint8
+	bits     uint8
+}
+
+func (k linkKey) hash() uint64 {
+	return mix(uint64(uint32(k.src))<<32 | uint64(uint32(k.dst))) ^ mix(uint64(k.rail)<<8|uint64(k.bits)|1<<40)
+}
+
+// link is a FIFO of packets from one port to another, served by its own goroutine.
+type link struct {
+	f        *Fabric
+	key      linkKey
+	lh       uint64
+	src, dst *port
+	back     replyLink // the way back for responses to the packets of this link
+
+	mu     sync.Mutex
+	q      []packet
+	head   int
+	counts map[uint64]uint64 // packets matched per rule id
+	signal chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+
+	sent, lost, delivered atomic.Uint64
+}
+
+type packet struct {
+	buf *[]byte
+	due time.Duration // fabric clock
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096+128); return &b }}
+
+// linkTo returns the link for key, starting it when there is none; nil when either node has no
+// open device or the fabric is closed.
+func (f *Fabric) linkTo(k linkKey, src, dst *port) *link {
+	f.mu.RLock()
+	l := f.links[k]
+	f.mu.RUnlock()
+	if l != nil {
+		return l
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l = f.links[k]; l != nil {
+		return l
+	}
+	if f.closed || !src.n.open || !dst.n.open {
+		return nil
+	}
+	l = &link{f: f, key: k, lh: k.hash(), src: src, dst: dst, counts: map[uint64]uint64{},
+		signal: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	l.back = replyLink{f: f, from: dst, to: src, bits: k.bits}
+	f.links[k] = l
+	go l.run()
+	return l
+}
+
+// send carries one packet from port src to port dst with path bits bits. It never blocks on
+// the network: the packet is queued on its link (or lost).
+func (f *Fabric) send(src, dst *port, bits uint8, hdr, payload []byte) error {
+	if src.down.Load() {
+		return fmt.Errorf("fabric: %w: port %d of node %d is down", ibv.ErrUnreachable, src.num, src.n.idx)
+	}
+	if src.num != dst.num {
+		return fmt.Errorf("fabric: %w: port %d of node %d and port %d of node %d are on different rails",
+			ibv.ErrUnreachable, src.num, src.n.idx, dst.num, dst.n.idx)
+	}
+	src.tx.Add(1)
+	l := f.linkTo(linkKey{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: bits}, src, dst)
+	if l == nil {
+		src.lost.Add(1)
+		return nil // nobody there: lost in the network, as a packet to a dead host
+	}
+	now := f.Now()
+	rules := *f.rules.Load()
+	l.mu.Lock()
+	l.sent.Add(1)
+	var delay time.Duration
+	lost := false
+	for _, r := range rules {
+		if !r.active(now) || !r.matches(l.key) {
+			continue
+		}
+		l.counts[r.id]++
+		if !lost && r.lose(l.lh, l.counts[r.id]) {
+			lost = true
+		}
+		delay += r.Delay
+	}
+	if lost {
+		l.mu.Unlock()
+		l.lost.Add(1)
+		src.lost.Add(1)
+		return nil
+	}
+	bp := bufPool.Get().(*[]byte)
+	*bp = append(append((*bp)[:0], hdr...), payload...)
+	l.q = append(l.q, packet{buf: bp, due: now + delay})
+	l.mu.Unlock()
+	select {
+	case l.signal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// halt stops the link's goroutine and waits for it; queued packets are dropped.
+func (l *link) halt() {
+	l.once.Do(func() { close(l.stop) })
+	<-l.done
+}
+
+// next returns the head packet, or false when the queue is empty.
+func (l *link) next() (packet, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == len(l.q) {
+		l.q, l.head = l.q[:0], 0
+		return packet{}, false
+	}
+	p := l.q[l.head]
+	l.q[l.head] = packet{}
+	l.head++
+	return p, true
+}
+
+// idle reports whether no packet is due now (the batch of deferred ACKs may be flushed).
+func (l *link) idle(now time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head == len(l.q) || l.q[l.head].due > now
+}
+
+func (l *link) run() {
+	defer close(l.done)
+	var b engine.Batch
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+		l.mu.Lock()
+		for i := l.head; i < len(l.q); i++ {
+			bufPool.Put(l.q[i].buf)
+		}
+		l.q, l.head = nil, 0
+		l.mu.Unlock()
+	}()
+	for {
+		p, ok := l.next()
+		if !ok {
+			select {
+			case <-l.signal:
+				continue
+			case <-l.stop:
+				return
+			}
+		}
+		if d := p.due - l.f.Now(); d > 0 {
+			if t == nil {
+				t = time.NewTimer(d)
+			} else {
+				t.Reset(d)
+			}
+			select {
+			case <-t.C:
+			case <-l.stop:
+				bufPool.Put(p.buf)
+				return
+			}
+		}
+		l.deliver(&b, *p.buf)
+		bufPool.Put(p.buf)
+	}
+}
+
+// deliver hands pkt to the destination device (a down port at either end loses it).
+func (l *link) deliver(b *engine.Batch, pkt []byte) {
+	if l.src.down.Load() || l.dst.down.Load() {
+		l.lost.Add(1)
+		l.src.lost.Add(1)
+		return
+	}
+	n := l.dst.n
+	n.devMu.RLock()
+	defer n.devMu.RUnlock()
+	if n.dev == nil {
+		l.lost.Add(1)
+		l.src.lost.Add(1)
+		return
+	}
+	e := n.dev.Engine()
+	e.Deliver(b, pkt, &l.back)
+	l.delivered.Add(1)
+	l.dst.rx.Add(1)
+	if l.idle(l.f.Now()) {
+		e.EndBatch(b)
+	}
+}
+
+// replyLink is the engine.Link of a link's packets: responses travel the reverse link.
+type replyLink struct {
+	f        *Fabric
+	from, to *port
+	bits     uint8
+}
+
+func (r *replyLink) Reply(hdr, payload []byte) error { return r.f.send(r.from, r.to, r.bits, hdr, payload) }
+func (r *replyLink) RemoteAddr() string              { return r.to.addr }
+
+// transport is the engine.Transport of a node's device.
+type transport node
+
+func (t *transport) ends(path ibv.AHAttr) (*port, *port, error) {
+	n := (*node)(t)
+	src, err := n.port(path.PortNum)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.f.mu.RLock()
+	dst := n.f.addrs[path.Addr]
+	n.f.mu.RUnlock()
+	if dst == nil {
+		return nil, nil, fmt.Errorf("fabric: %w: no port at %q", ibv.ErrUnreachable, path.Addr)
+	}
+	return src, dst, nil
+}
+
+// Send queues one packet on the link of path (engine.Transport).
+func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
+	src, dst, err := t.ends(path)
+	if err != nil {
+		return err
+	}
+	return (*node)(t).f.send(src, dst, path.SrcPathBits, hdr, payload)
+}
+
+// Probe checks a path both ways for an APM path load (engine.Transport): both ports up, on one
+// rail, a device at the far end, and no rule taking the path down or losing every packet; it
+// waits the round-trip delay of the rules and checks again. Errors wrap ErrPathDown (and
+// ibv.ErrUnreachable) or ctx's error.
+func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
+	f := (*node)(t).f
+	src, dst, err := t.ends(path)
+	if err != nil {
+		return err
+	}
+	rtt, err := f.probe(src, dst, path.SrcPathBits)
+	if err != nil || rtt <= 0 {
+		return err
+	}
+	tm := time.NewTimer(rtt)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+		return fmt.Errorf("fabric: probe %s: %w", path.Addr, ctx.Err())
+	}
+	_, err = f.probe(src, dst, path.SrcPathBits)
+	return err
+}
+
+func (f *Fabric) probe(src, dst *port, bits uint8) (time.Duration, error) {
+	fail := func(why string) error {
+		return fmt.Errorf("fabric: %w (%w): port %d of node %d to node %d: %s", ErrPathDown, ibv.ErrUnreachable,
+			src.num, src.n.idx, dst.n.idx, why)
+	}
+	switch {
+	case src.num != dst.num:
+		return 0, fail("different rails")
+	case src.down.Load():
+		return 0, fail("local port down")
+	case dst.down.Load():
+		return 0, fail("remote port down")
+	}
+	f.mu.RLock()
+	open := dst.n.open
+	f.mu.RUnlock()
+	if !open {
+		return 0, fail("no device at the remote node")
+	}
+	now := f.Now()
+	var rtt time.Duration
+	for _, k := range []linkKey{{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: bits},
+		{src: int32(dst.n.idx), dst: int32(src.n.idx), rail: src.num, bits: bits}} {
+		for _, r := range *f.rules.Load() {
+			if !r.active(now) || !r.matches(k) {
+				continue
+			}
+			if r.Down || r.Drop >= 1 || r.DropEvery == 1 {
+				return 0, fail("path down")
+			}
+			rtt += r.Delay
+		}
+	}
+	return rtt, nil
+}
