@@ -78,12 +78,12 @@ type Fabric struct {
 
 	rules atomic.Pointer[[]*rule] // copy on write
 
-	evMu   sync.Mutex
-	events []PortEvent // pending, sorted by At
+	evMu    sync.Mutex
+	events  []PortEvent // pending, sorted by At
 	applied []PortEvent
-	kick   chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	kick    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 type node struct {
@@ -212,7 +212,9 @@ func (d *Driver) Node() int { return d.n.idx }
 
 // SetPortDown pulls (down) or plugs back the cable of the device's port num, as
 // Fabric.SetPortDown; it has the tcp and udp drivers' signature.
-func (d *Driver) SetPortDown(num uint8, down bool) error { return d.n.f.SetPortDown(d.n.idx, num, down) }
+func (d *Driver) SetPortDown(num uint8, down bool) error {
+	return d.n.f.SetPortDown(d.n.idx, num, down)
+}
 
 // Open opens the device of node (the provider's ibv_open_device): its ports are the node's,
 // its RC and UD queue pairs run on the engine. One device per node may be open at a time

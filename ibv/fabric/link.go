@@ -20,7 +20,7 @@ type linkKey struct {
 }
 
 func (k linkKey) hash() uint64 {
-	return mix(uint64(uint32(k.src))<<32 | uint64(uint32(k.dst))) ^ mix(uint64(k.rail)<<8|uint64(k.bits)|1<<40)
+	return mix(uint64(uint32(k.src))<<32|uint64(uint32(k.dst))) ^ mix(uint64(k.rail)<<8|uint64(k.bits)|1<<40)
 }
 
 // link is a FIFO of packets from one port to another, served by its own goroutine.
@@ -225,8 +225,10 @@ type replyLink struct {
 	bits     uint8
 }
 
-func (r *replyLink) Reply(hdr, payload []byte) error { return r.f.send(r.from, r.to, r.bits, hdr, payload) }
-func (r *replyLink) RemoteAddr() string              { return r.to.addr }
+func (r *replyLink) Reply(hdr, payload []byte) error {
+	return r.f.send(r.from, r.to, r.bits, hdr, payload)
+}
+func (r *replyLink) RemoteAddr() string { return r.to.addr }
 
 // transport is the engine.Transport of a node's device.
 type transport node
