@@ -306,6 +306,9 @@ func (e *Engine) PathFault(port uint8, addr string) {
 		if dl := q.deadline.Load(); dl > 1 && q.deadline.CompareAndSwap(dl, 1) {
 			hit = true
 		}
+		// packets received before the fault say nothing about the broken path: the liveness
+		// timer (Config.Reliable) must not hold the expiry back by up to an ACK timeout
+		q.lastRx.Store(0)
 	}
 	e.mu.RUnlock()
 	if hit {
