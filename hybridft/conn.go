@@ -178,6 +178,10 @@ func (c *Conn) Stats() Stats {
 		Completed: s.completed.Load(), GiveBacks: s.giveBacks.Load(), Forced: s.forced.Load()}
 }
 
+// FaultTolerant reports whether the connection recovers from network faults (its endpoint
+// belongs to a Manager).
+func (c *Conn) FaultTolerant() bool { return c.ft != nil }
+
 // Port is the local port (rail) of the connection's current primary path.
 func (c *Conn) Port() uint8 {
 	if c.ft == nil {

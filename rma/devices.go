@@ -55,6 +55,9 @@ func (r *Runtime) openNet() error {
 	if err != nil {
 		return err
 	}
+	if !r.cfg.env.cfg.FT { // GOARMCI_FT=false: plain RC connections, no manager
+		return r.addNetwork(TransportTCP, dev, nil)
+	}
 	r.closers = append(r.closers, dev.Close)
 	// Hybrid network fault tolerance (seed 003): the manager's UD connection manager listens on
 	// every rail; it is closed before the device (closers run in reverse).

@@ -68,6 +68,10 @@ type Config struct {
 	// StartupTimeout bounds every wait at start-up (rendezvous, first exchange).
 	// GOARMCI_STARTUP_TIMEOUT.
 	StartupTimeout time.Duration
+	// FT enables hybrid network fault tolerance on network connections (seed 003: the UD
+	// connection manager, software recovery and retransmission, APM when APM is also set); off,
+	// a broken connection fails its operations. GOARMCI_FT.
+	FT bool
 	// APM enables automatic path migration (seed 000 ch. 9, seed 003). GOARMCI_APM.
 	APM bool
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing
