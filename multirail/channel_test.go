@@ -179,3 +179,50 @@ func TestChannelBadPolicy(t *testing.T) {
 	_, err = (&multirail.Network{}).NewChannel()
 	require.ErrorIs(t, err, ibv.ErrInvalidArgument)
 }
+
+// TestSmallOperationsStayOnOneSubchannel: on four rails, blocking 8-byte writes and reads issued
+// one at a time all use the subchannel of the first (no cold queue pair per operation: the
+// small-message latency of n rails is one rail's), while a burst of non-blocking ones spreads
+// over every subchannel (sched/mux.go).
+func TestSmallOperationsStayOnOneSubchannel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, pol := range []string{"auto", "even", "adaptive", "epc"} {
+		t.Run(pol, func(t *testing.T) {
+			const rails = 4
+			a, b := pair(t, rails, pol, 0, 4096)
+			local := make([]byte, 8)
+			for k := 0; k < 20; k++ {
+				fill(local, k)
+				r := a.net.NewRequest(nil)
+				r.Blocking = true
+				if k%2 == 0 {
+					require.NoError(t, a.ch.Write(ctx, r, local, b.mr.Addr+uint64(8*k), b.mr.RKey))
+				} else {
+					require.NoError(t, a.ch.Read(ctx, r, local, b.mr.Addr+uint64(8*k), b.mr.RKey))
+				}
+				a.net.Issued(r)
+				require.NoError(t, a.net.Wait(ctx, r))
+			}
+			require.Equal(t, int64(20), a.ch.Posted(0), "serial small operations left subchannel 0")
+			for s := 1; s < rails; s++ {
+				require.Zero(t, a.ch.Posted(s), "subchannel %d", s)
+			}
+			// A burst of non-blocking writes in flight together: every subchannel takes some.
+			reqs := make([]*multirail.Request, 0, 4*rails)
+			for k := 0; k < 4*rails; k++ {
+				r := a.net.NewRequest(nil)
+				require.NoError(t, a.ch.Write(ctx, r, local, b.mr.Addr+uint64(8*k), b.mr.RKey))
+				a.net.Issued(r)
+				reqs = append(reqs, r)
+			}
+			for _, r := range reqs {
+				require.NoError(t, a.net.Wait(ctx, r))
+			}
+			for s := 1; s < rails; s++ {
+				require.Positive(t, a.ch.Posted(s), "subchannel %d unused by the burst", s)
+			}
+			require.Equal(t, int64(20+4*rails), a.ch.Posted(0)+a.ch.Posted(1)+a.ch.Posted(2)+a.ch.Posted(3))
+		})
+	}
+}

@@ -25,7 +25,9 @@ import (
 // whose delivery time was not measured (0) are left out of the update; with fewer than two
 // measured stripes nothing changes (eq. 7.4 is then the identity).
 //
-// Operations below the threshold and atomics go whole, round robin over the batch. The
+// Operations below the threshold and atomics go whole over the batch, multiplexed as Even
+// multiplexes them (mux: on the previous operation's path while it is idle, else the least busy
+// path of the batch, in batch order after the previous one on ties). The
 // piggybacking of W_batch on finish messages (§8.3.3) belongs to two-sided rendezvous; one-sided
 // RDMA needs no target-side bookkeeping (§5.2.5).
 type BSS struct {
@@ -36,7 +38,7 @@ type BSS struct {
 	alpha     float64
 	threshold int
 	floor     float64
-	rr        int
+	mux       mux
 	share     []float64 // scratch: weights of the batch in order
 }
 
@@ -48,7 +50,7 @@ func NewBSS(n, batch int, alpha float64, threshold int, minShare float64) (*BSS,
 		return nil, fmt.Errorf("%w: bss n_paths %d n_batch %d α %g min share %g", ErrBadConfig, n, batch, alpha, minShare)
 	}
 	p := &BSS{name: fmt.Sprintf("bss:%d:%g", batch, alpha), w: make([]float64, n), order: make([]int, n), batch: batch,
-		alpha: alpha, threshold: threshold, floor: minShare, share: make([]float64, batch)}
+		alpha: alpha, threshold: threshold, floor: minShare, share: make([]float64, batch), mux: newMux(n)}
 	for i := range p.w {
 		p.w[i] = 1 / float64(n) // eq. 8.1
 		p.order[i] = i
@@ -70,23 +72,26 @@ func (p *BSS) Batch() []int { return append([]int(nil), p.order[:p.batch]...) }
 
 // Schedule implements Policy.
 func (p *BSS) Schedule(op Op, dst []Stripe) []Stripe {
-	if op.Pinned {
-		return single(dst, op, op.Sub)
+	start := len(dst)
+	switch {
+	case op.Pinned:
+		dst = single(dst, op, op.Sub)
+	case op.Kind == Atomic || op.Size < p.threshold || p.batch == 1:
+		dst = single(dst, op, p.mux.pick(p.order[:p.batch]))
+	default:
+		subs := p.order[:p.batch]
+		for k, s := range subs {
+			p.share[k] = p.w[s]
+		}
+		dst = split(dst, op, subs, p.share)
 	}
-	if op.Kind == Atomic || op.Size < p.threshold || p.batch == 1 {
-		s := p.order[p.rr%p.batch]
-		p.rr = (p.rr + 1) % p.batch
-		return single(dst, op, s)
-	}
-	subs := p.order[:p.batch]
-	for k, s := range subs {
-		p.share[k] = p.w[s]
-	}
-	return split(dst, op, subs, p.share)
+	p.mux.scheduled(dst[start:])
+	return dst
 }
 
 // Complete implements Policy: eq. 8.3 over the measured stripes, then the re-sort.
 func (p *BSS) Complete(op Op, done []Done) {
+	p.mux.completed(done)
 	if Update(p.w, done, p.alpha, p.floor) {
 		p.sort()
 	}

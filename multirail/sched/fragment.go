@@ -1,7 +1,8 @@
 package sched
 
 // Fragment is the one-sided policy of seed 000 ch. 5: operations below the switchover threshold
-// go whole, round robin (§5.2.3); larger ones are cut by load-balanced fragmentation (§5.2.2):
+// go whole (§5.2.3), multiplexed as Even multiplexes them (mux: on the previous operation's
+// subchannel while it is idle, else the least busy one, round robin on ties); larger ones are cut by load-balanced fragmentation (§5.2.2):
 // the policy keeps, per subchannel, independent load queues — the bytes of RDMA writes (puts,
 // accumulates) and of RDMA reads (gets) scheduled and not yet completed — because writes and
 // reads use the link in opposite directions. A put is spread so that the write loads become as
@@ -11,7 +12,7 @@ package sched
 // (§5.2.2). Since a faster rail drains its queue sooner, a stream of operations in flight also
 // shifts towards the faster rails.
 type Fragment struct {
-	rr        RoundRobin
+	mux       mux
 	threshold int
 	load      [2][]int64 // [0] writes, [1] reads: bytes outstanding per subchannel
 	subs      []int
@@ -21,7 +22,7 @@ type Fragment struct {
 
 // NewFragment returns load-balanced fragmentation over n subchannels.
 func NewFragment(n, threshold int) *Fragment {
-	return &Fragment{rr: RoundRobin{n: n}, threshold: threshold, load: [2][]int64{make([]int64, n), make([]int64, n)},
+	return &Fragment{mux: newMux(n), threshold: threshold, load: [2][]int64{make([]int64, n), make([]int64, n)},
 		subs: make([]int, 0, n), share: make([]float64, 0, n), order: make([]int, n)}
 }
 
@@ -44,11 +45,15 @@ func dir(k Kind) int {
 // Schedule implements Policy.
 func (p *Fragment) Schedule(op Op, dst []Stripe) []Stripe {
 	start := len(dst)
-	if op.Pinned || op.Kind == Atomic || op.Size < p.threshold {
-		dst = p.rr.Schedule(op, dst)
-	} else {
+	switch {
+	case op.Pinned:
+		dst = single(dst, op, op.Sub)
+	case op.Kind == Atomic || op.Size < p.threshold:
+		dst = single(dst, op, p.mux.pick(nil))
+	default:
 		dst = p.fill(op, dst)
 	}
+	p.mux.scheduled(dst[start:])
 	if op.Kind != Atomic {
 		l := p.load[dir(op.Kind)]
 		for _, s := range dst[start:] {
@@ -94,8 +99,9 @@ func (p *Fragment) fill(op Op, dst []Stripe) []Stripe {
 	return split(dst, op, p.subs, p.share)
 }
 
-// Complete implements Policy: the stripes leave their load queues.
+// Complete implements Policy: the stripes leave their load queues (and the busy counts).
 func (p *Fragment) Complete(op Op, done []Done) {
+	p.mux.completed(done)
 	if op.Kind == Atomic {
 		return
 	}

@@ -11,7 +11,7 @@
 //	binding[:s]        one subchannel for everything (§4.1.2)
 //	round-robin | rr   one subchannel per operation, in turn (§4.1.2)
 //	window[:W]         window-based round robin: W consecutive operations per subchannel (§4.1.2)
-//	even               even striping above the threshold, round robin below (§4.1.2, §4.3.2)
+//	even               even striping above the threshold, multiplexed below (§4.1.2, §4.3.2)
 //	weighted[:w1:w2…]  weighted striping with static weights (§4.1.2)
 //	adaptive[:α]       adaptive striping, eq. 7.1–7.4 (ch. 7); the same as hsam
 //	hsam[:α]           BSS with n_batch = n_paths (§8.4)
@@ -19,6 +19,13 @@
 //	epc                striping for blocking and collective, round robin for non-blocking (ch. 6)
 //	fragment | lbf     load-balanced fragmentation with put and get load queues (§5.2.2–5.2.3)
 //	auto               fragment (the one-sided design of ch. 5)
+//
+// The striping policies (even, weighted, adaptive, hsam, bss, epc, fragment) send operations
+// below the threshold, atomics and EPC's non-blocking operations whole, multiplexed: on the
+// subchannel of the previous operation while it has nothing in flight, else on the least busy
+// one, round robin on ties (mux.go). A latency-bound origin thus keeps one warm queue pair, as
+// binding does, and a burst of non-blocking operations spreads as round robin does. binding,
+// round-robin and window are the plain multiplexing policies of §4.1.2, unchanged.
 package sched
 
 import (

@@ -2,6 +2,8 @@ package sched
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,4 +363,91 @@ func TestParse(t *testing.T) {
 	p, err := New("weighted:1:2", Config{Subchannels: 2})
 	require.NoError(t, err)
 	assert.Equal(t, "weighted:1:2", p.Name())
+}
+
+// TestMultiplexSmall: the striping policies send small operations and atomics whole, on the
+// previous operation's subchannel while it is idle, else on the least busy one (round robin on
+// ties), counting every stripe in flight (mux.go). Steps: "s" schedules an 8-byte put, "a" an
+// atomic, "p<sub>" a pinned 8-byte put, "b" a 1 MiB put (striped), "c<i>" completes the i-th
+// operation scheduled; want lists the subchannel of every whole operation, in order.
+func TestMultiplexSmall(t *testing.T) {
+	serial := "s c0 s c1 a c2 s c3 s c4"
+	cases := []struct {
+		name  string
+		spec  string
+		n     int
+		steps string
+		want  []int
+	}{
+		{"fragment serial stays", "auto", 2, serial, []int{0, 0, 0, 0, 0}},
+		{"fragment serial stays, 4", "fragment", 4, serial, []int{0, 0, 0, 0, 0}},
+		{"even serial stays", "even", 3, serial, []int{0, 0, 0, 0, 0}},
+		{"weighted serial stays", "weighted:1:3", 2, serial, []int{0, 0, 0, 0, 0}},
+		{"epc serial stays", "epc", 2, serial, []int{0, 0, 0, 0, 0}},
+		{"adaptive serial stays", "adaptive", 4, serial, []int{0, 0, 0, 0, 0}},
+		{"fragment burst spreads", "auto", 2, "s s s s s", []int{0, 1, 0, 1, 0}},
+		{"fragment burst spreads, 3", "auto", 3, "s s s s a", []int{0, 1, 2, 0, 1}},
+		{"even burst spreads, 4", "even", 4, "s s s s s", []int{0, 1, 2, 3, 0}},
+		{"epc burst spreads", "epc", 2, "s a s", []int{0, 1, 0}},
+		// after a burst drains, the next operation stays where the last one went
+		{"fragment after a burst", "auto", 3, "s s c0 c1 s s", []int{0, 1, 1, 2}},
+		// the least busy wins over round-robin order (1, not 0, after 2), then ties go round robin
+		{"fragment least busy", "auto", 3, "s s s c1 s s", []int{0, 1, 2, 1, 2}},
+		// a pinned operation counts as busy but does not move the previous subchannel
+		{"fragment pinned", "auto", 2, "p0 s c1 p1 s", []int{0, 1, 1, 0}},
+		// a striped operation in flight keeps every subchannel busy: the small one takes the
+		// next in round-robin order, then the idle one
+		{"fragment behind a striped put", "auto", 2, "s c0 b s s", []int{0, 1, 0}},
+		// bss multiplexes over its batch only (4 paths, n_batch 2: subchannels 0 and 1)
+		{"bss batch", "bss:2", 4, "s s s c0 s", []int{0, 1, 0, 1}},
+		{"bss batch serial", "bss:2", 4, "s c0 s c1 s", []int{0, 0, 0}},
+		// the plain multiplexing policies keep their sequence
+		{"round-robin unchanged", "round-robin", 2, serial, []int{0, 1, 0, 1, 0}},
+		{"binding unchanged", "binding:1", 2, "s s c0 s", []int{1, 1, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := mustNew(t, c.spec, Config{Subchannels: c.n})
+			type sched struct {
+				op Op
+				st []Stripe
+			}
+			var ops []sched
+			var got []int
+			for _, step := range strings.Fields(c.steps) {
+				var op Op
+				switch step[0] {
+				case 's':
+					op = Op{Kind: Put, Size: 8, Blocking: true}
+				case 'a':
+					op = Op{Kind: Atomic, Size: 8}
+				case 'p':
+					op = Op{Kind: Put, Size: 8, Pinned: true, Sub: int(step[1] - '0')}
+				case 'b':
+					op = Op{Kind: Put, Size: 1 << 20, Blocking: true}
+				case 'c':
+					i, err := strconv.Atoi(step[1:])
+					require.NoError(t, err)
+					done := make([]Done, len(ops[i].st))
+					for j, s := range ops[i].st {
+						done[j] = Done{Sub: s.Sub, Bytes: s.Len, Delivery: time.Microsecond}
+					}
+					p.Complete(ops[i].op, done)
+					continue
+				default:
+					t.Fatalf("bad step %q", step)
+				}
+				st := p.Schedule(op, nil)
+				checkStripes(t, op, c.n, st)
+				ops = append(ops, sched{op, st})
+				if op.Size < 1<<20 {
+					require.Len(t, st, 1)
+					got = append(got, st[0].Sub)
+				} else {
+					require.Len(t, st, c.n, "%v", st)
+				}
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
 }
