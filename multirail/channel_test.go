@@ -3,6 +3,7 @@ package multirail_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ type side struct {
 }
 
 // pair connects two in-process tcp devices over `rails` loopback rails with the given policy.
-func pair(t *testing.T, rails int, policy string, threshold, bufSize int) (a, b *side) {
+func pair(t testing.TB, rails int, policy string, threshold, bufSize int) (a, b *side) {
 	t.Helper()
 	var s [2]*side
 	var conns [2][]*hybridft.Conn
@@ -224,5 +225,42 @@ func TestSmallOperationsStayOnOneSubchannel(t *testing.T) {
 			}
 			require.Equal(t, int64(20+4*rails), a.ch.Posted(0)+a.ch.Posted(1)+a.ch.Posted(2)+a.ch.Posted(3))
 		})
+	}
+}
+
+// BenchmarkSmallWrite: one blocking 8-byte write (and read) at a time over 1, 2 and 4 loopback
+// rails with the default policy: the small-message latency should not depend on the rails.
+func BenchmarkSmallWrite(b *testing.B) {
+	for _, rails := range []int{1, 2, 4} {
+		for _, read := range []bool{false, true} {
+			name := fmt.Sprintf("rails=%d/write", rails)
+			if read {
+				name = fmt.Sprintf("rails=%d/read", rails)
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				x, y := pair(b, rails, "auto", 0, 4096)
+				local := make([]byte, 8)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					r := x.net.NewRequest(nil)
+					r.Blocking = true
+					var err error
+					if read {
+						err = x.ch.Read(ctx, r, local, y.mr.Addr, y.mr.RKey)
+					} else {
+						err = x.ch.Write(ctx, r, local, y.mr.Addr, y.mr.RKey)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					x.net.Issued(r)
+					if err := x.net.Wait(ctx, r); err != nil {
+						b.Fatal(err)
+					}
+					x.net.Release(r)
+				}
+			})
+		}
 	}
 }
