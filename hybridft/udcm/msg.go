@@ -23,7 +23,25 @@ const (
 	REP
 	// ACK confirms a REP: the requester's queue pair is in RTS, the peer may send.
 	ACK
+
+	// The on-demand connection setup (hybridft.OnDemand, seed 003 §IV.B.2): the same UD queue
+	// pair also creates RC connections the first time a peer is used, as the InfiniBand CM's
+	// REQ/REP/RTU/REJ exchange (IBA §12.6). On these types Src and Dst are the sender's and the
+	// receiver's process ids (ranks), Seq the job id, Inc the dialer's attempt nonce, and
+	// Payload the connection data (hybridft's encoding of its ConnInfos); they carry no Atomics.
+
+	// ConnREQ asks the receiver to create and connect queue pairs to the sender's (Payload).
+	ConnREQ
+	// ConnREP accepts a ConnREQ: the receiver's queue pairs are connected (Payload).
+	ConnREP
+	// ConnRTU (ready to use) confirms a ConnREP: the dialer's queue pairs are connected too.
+	ConnRTU
+	// ConnREJ refuses a ConnREQ (or a ConnREP the dialer cannot use); Status says why.
+	ConnREJ
 )
+
+// Conn reports whether t is one of the on-demand connection setup types (with a Payload).
+func (t Type) Conn() bool { return t >= ConnREQ && t <= ConnREJ }
 
 func (t Type) String() string {
 	switch t {
@@ -33,6 +51,14 @@ func (t Type) String() string {
 		return "REP"
 	case ACK:
 		return "ACK"
+	case ConnREQ:
+		return "CONN_REQ"
+	case ConnREP:
+		return "CONN_REP"
+	case ConnRTU:
+		return "CONN_RTU"
+	case ConnREJ:
+		return "CONN_REJ"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -46,6 +72,10 @@ const (
 	RecNone = 2
 	// RecUnknown: the sender no longer knows how far it executed incarnation Inc.
 	RecUnknown = 4
+	// RejResources (ConnREJ): the receiver could not create or connect its queue pairs.
+	RejResources = 8
+	// RejMalformed (ConnREJ): the receiver could not decode the Payload.
+	RejMalformed = 16
 )
 
 // MaxAtomics bounds the atomic results a message carries.
@@ -84,19 +114,33 @@ type Msg struct {
 	// Need is the incarnation whose responder record the sender needs from the receiver (that
 	// of its failed, not yet re-issued requests); the answer (REP, ACK) carries it.
 	Need uint32
+	// Payload is the opaque data of the on-demand connection types (Type.Conn), at most
+	// MaxPayload bytes; empty on the other types. Decode reuses its backing array: copy it to
+	// keep it past the Handler call.
+	Payload []byte
 }
 
 const headerLen = 1 + 1 + 1 + 8 + 8 + 4 + 1 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 1
 
-// MaxLen is the largest encoded message in bytes.
+// MaxLen is the largest encoded message in bytes: a REQ/REP/ACK with MaxAtomics atomic results
+// or a Conn type with a MaxPayload payload (3110 bytes, within the CM's receive buffers and the
+// 4096-byte UD MTU of its udp device and of ibv/fabric).
 const MaxLen = headerLen + MaxAtomics*12
 
+// MaxPayload bounds Payload in bytes: a Conn type carries it, after a 2-byte length, in place of
+// the atomic results, so MaxLen is unchanged.
+const MaxPayload = MaxAtomics*12 - 2
+
 // Append encodes m after b. Errors wrap ErrMalformed (unknown type, too many atomics, 24-bit
-// fields out of range).
+// fields out of range, atomics on a Conn type, a payload on another type or over MaxPayload).
+// The Conn types append a 2-byte payload length and the payload after the (empty) atomics; the
+// format of the other types is unchanged from the first version (same Version byte).
 func (m *Msg) Append(b []byte) ([]byte, error) {
-	if m.Type < REQ || m.Type > ACK || len(m.Atomics) > MaxAtomics || m.QPN>>24 != 0 || m.PSN>>24 != 0 ||
-		m.EPSN>>24 != 0 {
-		return b, fmt.Errorf("%w: %v with %d atomics", ErrMalformed, m.Type, len(m.Atomics))
+	conn := m.Type.Conn()
+	if m.Type < REQ || m.Type > ConnREJ || len(m.Atomics) > MaxAtomics || m.QPN>>24 != 0 || m.PSN>>24 != 0 ||
+		m.EPSN>>24 != 0 || conn && len(m.Atomics) != 0 || !conn && len(m.Payload) != 0 || len(m.Payload) > MaxPayload {
+		return b, fmt.Errorf("%w: %v with %d atomics, %d bytes of payload", ErrMalformed, m.Type, len(m.Atomics),
+			len(m.Payload))
 	}
 	b = append(b, Version, byte(m.Type), m.Status)
 	b = binary.LittleEndian.AppendUint64(b, m.Dst)
@@ -114,6 +158,10 @@ func (m *Msg) Append(b []byte) ([]byte, error) {
 		b = binary.LittleEndian.AppendUint32(b, a.PSN)
 		b = binary.LittleEndian.AppendUint64(b, a.Value)
 	}
+	if conn {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(m.Payload)))
+		b = append(b, m.Payload...)
+	}
 	return b, nil
 }
 
@@ -123,7 +171,7 @@ func (m *Msg) Decode(b []byte) error {
 		return fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
 	m.Type, m.Status = Type(b[1]), b[2]
-	if m.Type < REQ || m.Type > ACK {
+	if m.Type < REQ || m.Type > ConnREJ {
 		return fmt.Errorf("%w: type %d", ErrMalformed, b[1])
 	}
 	m.Dst = binary.LittleEndian.Uint64(b[3:])
@@ -137,7 +185,23 @@ func (m *Msg) Decode(b []byte) error {
 	m.EPSN = binary.LittleEndian.Uint32(b[41:])
 	m.Need = binary.LittleEndian.Uint32(b[45:])
 	n := int(b[49])
-	if len(b) != headerLen+12*n || m.QPN>>24 != 0 || m.PSN>>24 != 0 || m.EPSN>>24 != 0 {
+	m.Payload = m.Payload[:0]
+	if m.QPN>>24 != 0 || m.PSN>>24 != 0 || m.EPSN>>24 != 0 {
+		return fmt.Errorf("%w: 24-bit field out of range", ErrMalformed)
+	}
+	if m.Type.Conn() {
+		if n != 0 || len(b) < headerLen+2 {
+			return fmt.Errorf("%w: %v: %d bytes, %d atomics", ErrMalformed, m.Type, len(b), n)
+		}
+		pl := int(binary.LittleEndian.Uint16(b[headerLen:]))
+		if pl > MaxPayload || len(b) != headerLen+2+pl {
+			return fmt.Errorf("%w: %v: %d bytes for a %d-byte payload", ErrMalformed, m.Type, len(b), pl)
+		}
+		m.Atomics = m.Atomics[:0]
+		m.Payload = append(m.Payload, b[headerLen+2:]...)
+		return nil
+	}
+	if len(b) != headerLen+12*n {
 		return fmt.Errorf("%w: %d bytes for %d atomics", ErrMalformed, len(b), n)
 	}
 	m.Atomics = m.Atomics[:0]
