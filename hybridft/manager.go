@@ -20,6 +20,10 @@ type Options struct {
 	// CMListen are the UD connection manager's listen addresses, one per rail ("ip:0"); empty:
 	// "127.0.0.1:0".
 	CMListen []string
+	// CMDevice, when set, runs the UD connection manager on this open device (one port per
+	// rail, e.g. a node of ibv/fabric, which tests run under testing/synctest) instead of a new
+	// udp device on CMListen. The Manager does not close it.
+	CMDevice *ibv.Context
 	// APM arms an alternate path on every RC queue pair that has one (GOARMCI_APM).
 	APM bool
 	// APMTest, when positive, migrates every ARMED queue pair manually at this period and
@@ -97,7 +101,13 @@ func NewManager(o Options) (*Manager, error) {
 	} else {
 		m.log = zerolog.Nop()
 	}
-	cm, err := udcm.Open(o.CMListen, m.onMsg, o.Log)
+	var cm *udcm.CM
+	var err error
+	if o.CMDevice != nil {
+		cm, err = udcm.OpenOn(o.CMDevice, m.onMsg, o.Log)
+	} else {
+		cm, err = udcm.Open(o.CMListen, m.onMsg, o.Log)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hybridft: manager: %w", err)
 	}

@@ -52,6 +52,7 @@ type CM struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	ownDev bool // Open created dev: Close closes it
 }
 
 // Open creates the CM on a new udp device with one port per listen address ("ip:0" style, at
@@ -68,14 +69,36 @@ func Open(listen []string, h Handler, log *zerolog.Logger) (*CM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udcm: %w", err)
 	}
+	c, err := open(dev, len(listen), h, log)
+	if err != nil {
+		_ = dev.Close()
+		return nil, err
+	}
+	c.ownDev = true
+	return c, nil
+}
+
+// OpenOn creates the CM on an open device that supports UD queue pairs, one port per rail (all
+// of its ports), e.g. a node of ibv/fabric, and starts its receive goroutine. Close destroys
+// the CM's queue pair but leaves the device open.
+func OpenOn(dev *ibv.Context, h Handler, log *zerolog.Logger) (*CM, error) {
+	if dev == nil || h == nil {
+		return nil, fmt.Errorf("udcm: %w: no device or handler", ibv.ErrInvalidArgument)
+	}
+	return open(dev, dev.QueryDevice().PhysPortCnt, h, log)
+}
+
+func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger) (*CM, error) {
 	c := &CM{dev: dev, handler: h, ahs: map[string]*ibv.AH{}}
 	if log != nil {
 		c.log = *log
 	} else {
 		c.log = zerolog.Nop()
 	}
-	if err := c.setup(len(listen)); err != nil {
-		_ = dev.Close()
+	if err := c.setup(nports); err != nil {
+		if c.qp != nil {
+			_ = c.qp.Destroy()
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -182,6 +205,9 @@ func (c *CM) Send(to []string, qpn uint32, m *Msg) error {
 func (c *CM) Close() error {
 	c.cancel()
 	c.wg.Wait()
+	if !c.ownDev {
+		return c.qp.Destroy()
+	}
 	return c.dev.Close()
 }
 
