@@ -89,26 +89,30 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	return nil
 }
 
-// pollUntil waits for cond: it polls a little with runtime.Gosched, then yields the processor
-// to other processes (sched_yield) between polls, and after a while backs off to short sleeps.
-// Yielding rather than spinning matters when ranks outnumber cores (the common laptop case):
-// the rank being waited for needs the core this one would burn (DESIGN.md §8: waking a parked
-// process costs tens of µs, so park only after yielding for a while).
+// pollUntil waits for cond: it yields the processor to other processes (sched_yield) between
+// polls, letting this process's other goroutines run (runtime.Gosched) every pollGoschedEvery
+// polls, and after a while backs off to short sleeps (DESIGN.md §8: waking a parked process costs
+// tens of µs, so park only after yielding for a while).
+//
+// sched_yield rather than runtime.Gosched on most polls: a Gosched hands the goroutine to the Go
+// scheduler, which wakes an idle thread (wakep) to look for work; on a node whose cores are all
+// busy that thread takes the core from the rank being waited for. Measured on this 2-core machine
+// under a load average of 5–7 (bench ga_sync, 2 ranks): a Gosched-first poll made GA_Sync cost a
+// steady 40–50 µs, yield-first polling 1–5 µs. The occasional Gosched keeps ranks that are
+// goroutines of one process (tests) and the tcp reader goroutines making progress.
 func pollUntil(ctx context.Context, cond func() bool) error {
-	for i := 0; i < 64; i++ {
+	for i := 0; i < pollYields; i++ {
 		if cond() {
 			return nil
 		}
-		runtime.Gosched()
-	}
-	for i := 0; i < 4096; i++ {
-		if cond() {
-			return nil
-		}
-		if i%64 == 0 && ctx.Err() != nil {
+		if i%64 == 63 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		schedYield()
+		if i%pollGoschedEvery == pollGoschedEvery-1 {
+			runtime.Gosched()
+		} else {
+			schedYield()
+		}
 	}
 	d := 20 * time.Microsecond
 	for !cond() {
@@ -120,3 +124,9 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 	}
 	return nil
 }
+
+// pollUntil's budget: polls before sleeping, and one Gosched in every pollGoschedEvery polls.
+const (
+	pollYields       = 4096 + 64
+	pollGoschedEvery = 16
+)
