@@ -167,60 +167,19 @@ func TestFabricAPMRailDown(t *testing.T) {
 // accumulates.
 func TestFabricAlternateDownExactlyOnce(t *testing.T) {
 	forSeeds(t, func(t *testing.T, seed uint64) {
-		const accElems, accs, fadds = 2048, 150, 250 // 16 KiB accumulates: 4 packets each
 		nw := newFabNet(t, testOptions(), 2, 1<<20, noise(seed, 2))
-		a, b := nw.a, nw.b
 		nw.armed(t)
 		rng := rand.New(rand.NewPCG(seed, 0xb))
-		at := (accs+fadds)/4 + rng.IntN((accs+fadds)/2)
+		at := 100 + rng.IntN(200)
 		outage := time.Duration(100+rng.IntN(200)) * time.Millisecond
-		ones := a.buf[:accElems*8]
-		for i := 0; i < accElems; i++ {
-			binary.LittleEndian.PutUint64(ones[i*8:], 1)
-		}
-		results := make([]byte, 8*(accs+fadds))
-		resMR, err := a.ep.PD.RegMR(results, ibv.AccessLocalWrite)
-		require.NoError(t, err)
-		cl := newCollector(a.ep)
-		for i := 0; i < accs+fadds; i++ {
-			if i == at {
-				now := nw.f.Now()
-				require.NoError(t, nw.f.Apply(fabric.Plan{Rules: []fabric.Rule{
-					{Src: []int{0}, Dst: []int{1}, Port: 2, Down: true, Until: now + outage},
-					{Src: []int{1}, Dst: []int{0}, Port: 2, Down: true, Until: now + outage}}}))
-				require.NoError(t, nw.f.SetPortDown(a.idx, 1, true))
-			}
-			var wr ibv.SendWR
-			if i%5 < 2 {
-				wr = ibv.SendWR{Opcode: ibv.OpAccumulate, LocalBuf: ones, RemoteAddr: b.mr.Addr + 4096,
-					RKey: b.mr.RKey, AccType: ibv.AccInt64, Scale: 1}
-			} else {
-				wr = ibv.SendWR{Opcode: ibv.OpAtomicFetchAdd, SGL: []ibv.SGE{resMR.SGE(8*i, 8)},
-					RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, CompareAdd: 1}
-			}
-			wr.ID = uint64(i)
-			postRetry(t, a.conns[i%2], cl, &wr)
-			cl.poll(t)
-		}
-		cl.waitAll(t, accs+fadds)
-		requireAllOK(t, cl)
-		var vals []uint64
-		nacc := 0
-		for i := 0; i < accs+fadds; i++ {
-			if cl.got[uint64(i)].Opcode == ibv.WCFetchAdd {
-				vals = append(vals, binary.LittleEndian.Uint64(results[8*i:]))
-			} else {
-				nacc++
-			}
-		}
-		sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
-		for i, v := range vals {
-			require.Equal(t, uint64(i), v, "fetch-add results must be gap-free and unique")
-		}
-		require.Equal(t, uint64(len(vals)), binary.LittleEndian.Uint64(b.buf[0:]), "fetch-add total")
-		for i := 0; i < accElems; i++ {
-			require.Equal(t, uint64(nacc), binary.LittleEndian.Uint64(b.buf[4096+8*i:]), "element %d", i)
-		}
+		nw.storm(t, 150, 250, at, func() {
+			now := nw.f.Now()
+			require.NoError(t, nw.f.Apply(fabric.Plan{Rules: []fabric.Rule{
+				{Src: []int{0}, Dst: []int{1}, Port: 2, Down: true, Until: now + outage},
+				{Src: []int{1}, Dst: []int{0}, Port: 2, Down: true, Until: now + outage}}}))
+			require.NoError(t, nw.f.SetPortDown(nw.a.idx, 1, true))
+		})
+		a := nw.a
 		st := a.conns[0].Stats()
 		require.GreaterOrEqual(t, st.Recoveries, int64(1), "software recovery of the rail-1 connection")
 		require.Positive(t, st.Reposted+st.Completed+a.conns[1].Stats().Reposted+a.conns[1].Stats().Completed,
@@ -342,6 +301,93 @@ func TestFabricPartition(t *testing.T) {
 				require.ErrorIs(t, c.Post(&ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: a.buf[:8], RemoteAddr: b.mr.Addr,
 					RKey: b.mr.RKey}), ErrPartition)
 			}
+		})
+	})
+}
+
+// storm posts accs accumulates (16 KiB of int64 ones) and fadds fetch-and-adds from a to b over
+// a's connections, calls fault before request at, waits for every completion and checks that
+// each was applied exactly once.
+func (nw *fabNet) storm(t *testing.T, accs, fadds, at int, fault func()) {
+	t.Helper()
+	const accElems = 2048
+	a, b := nw.a, nw.b
+	ones := a.buf[:accElems*8]
+	for i := 0; i < accElems; i++ {
+		binary.LittleEndian.PutUint64(ones[i*8:], 1)
+	}
+	results := make([]byte, 8*(accs+fadds))
+	resMR, err := a.ep.PD.RegMR(results, ibv.AccessLocalWrite)
+	require.NoError(t, err)
+	cl := newCollector(a.ep)
+	for i := 0; i < accs+fadds; i++ {
+		if i == at && fault != nil {
+			fault()
+		}
+		var wr ibv.SendWR
+		if i%5 < 2 {
+			wr = ibv.SendWR{Opcode: ibv.OpAccumulate, LocalBuf: ones, RemoteAddr: b.mr.Addr + 4096,
+				RKey: b.mr.RKey, AccType: ibv.AccInt64, Scale: 1}
+		} else {
+			wr = ibv.SendWR{Opcode: ibv.OpAtomicFetchAdd, SGL: []ibv.SGE{resMR.SGE(8*i, 8)},
+				RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, CompareAdd: 1}
+		}
+		wr.ID = uint64(i)
+		postRetry(t, a.conns[i%len(a.conns)], cl, &wr)
+		cl.poll(t)
+	}
+	cl.waitAll(t, accs+fadds)
+	requireAllOK(t, cl)
+	var vals []uint64
+	nacc := 0
+	for i := 0; i < accs+fadds; i++ {
+		if cl.got[uint64(i)].Opcode == ibv.WCFetchAdd {
+			vals = append(vals, binary.LittleEndian.Uint64(results[8*i:]))
+		} else {
+			nacc++
+		}
+	}
+	sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
+	for i, v := range vals {
+		require.Equal(t, uint64(i), v, "fetch-add results must be gap-free and unique")
+	}
+	require.Equal(t, uint64(len(vals)), binary.LittleEndian.Uint64(b.buf[0:]), "fetch-add total")
+	for i := 0; i < accElems; i++ {
+		require.Equal(t, uint64(nacc), binary.LittleEndian.Uint64(b.buf[4096+8*i:]), "element %d", i)
+	}
+}
+
+// Rail 1 breaks one way only (responses from the target are lost, requests still arrive and
+// are executed): the queue pair fails after its retries with executed requests unacknowledged;
+// the software recovery completes them from the responder's record and re-issues the rest, each
+// exactly once.
+func TestFabricOneWayFaultExactlyOnce(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		o := testOptions()
+		o.APM = false
+		nw := newFabNet(t, o, 2, 1<<20, noise(seed, 2))
+		at := 100 + rand.New(rand.NewPCG(seed, 0xe)).IntN(200)
+		nw.storm(t, 150, 250, at, func() {
+			require.NoError(t, nw.f.Apply(fabric.Plan{Rules: []fabric.Rule{{Src: []int{1}, Dst: []int{0}, Port: 1, Down: true}}}))
+		})
+		st := nw.a.conns[0].Stats()
+		require.GreaterOrEqual(t, st.Recoveries, int64(1))
+		require.Equal(t, uint8(2), nw.a.conns[0].Port())
+	})
+}
+
+// A latency spike far beyond the ACK timeout (but shorter than the retries) on rail 1: the
+// requester retransmits while the originals are still on their way; the responder must
+// acknowledge the duplicates without applying them again.
+func TestFabricDelaySpikeExactlyOnce(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		nw := newFabNet(t, testOptions(), 2, 1<<20, noise(seed, 2))
+		nw.armed(t)
+		at := 100 + rand.New(rand.NewPCG(seed, 0xf)).IntN(200)
+		nw.storm(t, 150, 250, at, func() {
+			now := nw.f.Now()
+			require.NoError(t, nw.f.Apply(fabric.Plan{Rules: []fabric.Rule{{Port: 1, Delay: 25 * time.Millisecond,
+				From: now, Until: now + 100*time.Millisecond}}}))
 		})
 	})
 }
