@@ -49,3 +49,24 @@ func TestPatchAddsNoAllocations(t *testing.T) {
 		require.NoError(t, a.Destroy(ctx))
 	})
 }
+
+// TestReadIncSyncAllocateNothing checks that NGA_Read_inc and GA_Sync on shm allocate nothing
+// (no escaping result buffer, no closure), and that the counter still counts.
+func TestReadIncSyncAllocateNothing(t *testing.T) {
+	rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		c, err := Create[int64](ctx, rt, "counter", []int{2})
+		require.NoError(t, err)
+		sub := []int{1}
+		if rt.Rank() == 0 {
+			n := testing.AllocsPerRun(50, func() { _, _ = c.ReadInc(ctx, sub, 2) })
+			require.Zero(t, n, "NGA_Read_inc allocations")
+			old, err := c.ReadInc(ctx, sub, 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 2*51, old, "AllocsPerRun runs the function once more")
+		}
+		// Both ranks run the same number of syncs: AllocsPerRun runs 1 + 20.
+		n := testing.AllocsPerRun(20, func() { _ = c.Sync(ctx) })
+		require.Zero(t, n, "GA_Sync allocations")
+		require.NoError(t, c.Destroy(ctx))
+	})
+}

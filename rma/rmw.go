@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
@@ -78,7 +79,8 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 	default:
 		vop = ibv.OpAtomicSwap64
 	}
-	var res [8]byte
+	res := rmwResults.Get().(*[8]byte)
+	defer rmwResults.Put(res)
 	if err := r.atomic(ctx, pe, vop, res[:sz], raddr, rkey, uint64(value), 0); err != nil {
 		return 0, err
 	}
@@ -87,6 +89,10 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 	}
 	return int64(binary.LittleEndian.Uint64(res[:])), nil
 }
+
+// rmwResults holds the fetched-value buffers of Rmw: the buffer goes into a work request (an
+// implicit-ODP local buffer), so a stack array would escape and cost a heap allocation per call.
+var rmwResults = sync.Pool{New: func() any { return new([8]byte) }}
 
 // atomic runs one remote atomic and waits for it.
 func (r *Runtime) atomic(ctx context.Context, pe *peer, op ibv.Opcode, result []byte, raddr uint64, rkey uint32, compareAdd, swap uint64) error {

@@ -67,7 +67,7 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	r.barrierID++
 	id := r.barrierID
 	flags := r.sys.local[:flagBytes]
-	var old [8]byte
+	old := r.signalSink()
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
 		pe := r.peers[to]
@@ -75,7 +75,7 @@ func (r *Runtime) barrier(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.atomic(ctx, pe, ibv.OpAtomicSwap64, old[:], raddr, rkey, id, 0); err != nil {
+		if err := r.atomic(ctx, pe, ibv.OpAtomicSwap64, old, raddr, rkey, id, 0); err != nil {
 			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
 		}
 		slot := flags[8*k : 8*k+8]
