@@ -64,6 +64,7 @@ type Manager struct {
 	mu    sync.Mutex
 	devs  map[*ibv.Context]*devState
 	conns map[uint64]*Conn
+	od    atomic.Pointer[OnDemand] // on-demand connection setup (ondemand.go)
 	inbox []item
 	wake  chan struct{}
 
@@ -204,6 +205,7 @@ func (m *Manager) kick(c *Conn) { m.post(item{conn: c}) }
 func (m *Manager) onMsg(msg *udcm.Msg, _ string) {
 	cp := *msg
 	cp.Atomics = append([]udcm.Atomic(nil), msg.Atomics...)
+	cp.Payload = append([]byte(nil), msg.Payload...)
 	m.post(item{msg: &cp})
 }
 
@@ -298,6 +300,8 @@ func (m *Manager) loop() {
 		for i := range items {
 			it := &items[i]
 			switch {
+			case it.msg != nil && it.msg.Type.Conn():
+				m.onDemandMsg(it.msg, now)
 			case it.msg != nil:
 				m.handleMsg(it.msg, now)
 			case it.ds != nil:
@@ -307,6 +311,7 @@ func (m *Manager) loop() {
 			}
 			items[i] = item{}
 		}
+		m.onDemandTick(now)
 		m.mu.Lock()
 		conns := make([]*Conn, 0, len(m.conns))
 		for _, c := range m.conns {

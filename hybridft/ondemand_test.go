@@ -1,0 +1,548 @@
+package hybridft
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/hybridft/udcm"
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/testutil"
+)
+
+// odNode is a pretend process with an OnDemand over rails tcp ports (one endpoint per rail) that
+// records what accept hands it.
+type odNode struct {
+	*node
+	id  uint32
+	d   *OnDemand
+	eps []*Endpoint
+
+	mu       sync.Mutex
+	accepted map[uint32][][]*Conn // every accept call, by peer
+}
+
+const odJob = 42
+
+func newODNode(t *testing.T, id uint32, rails int) *odNode {
+	t.Helper()
+	return newODNodeJob(t, id, odJob, rails)
+}
+
+func newODNodeJob(t *testing.T, id, job uint32, rails int) *odNode {
+	t.Helper()
+	n := &odNode{node: newNode(t, testOptions(), rails, 1<<16), id: id, accepted: map[uint32][][]*Conn{}}
+	for r := 1; r <= rails; r++ {
+		n.eps = append(n.eps, n.ep.WithPort(uint8(r)))
+	}
+	var err error
+	n.d, err = n.m.OnDemand(n.eps, id, job, func(peer uint32, conns []*Conn) {
+		n.mu.Lock()
+		n.accepted[peer] = append(n.accepted[peer], conns)
+		n.mu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, n.d.Close())
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, calls := range n.accepted {
+			for _, cs := range calls {
+				closeConns(cs) // the consumer owns established connections
+			}
+		}
+	})
+	return n
+}
+
+// setDrop installs a filter of incoming CM messages (nil: none).
+func (n *odNode) setDrop(f func(*udcm.Msg) bool) {
+	n.d.mu.Lock()
+	n.d.drop = f
+	n.d.mu.Unlock()
+}
+
+// acceptCalls returns the accept calls for peer.
+func (n *odNode) acceptCalls(peer uint32) [][]*Conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([][]*Conn(nil), n.accepted[peer]...)
+}
+
+// peerState is the OnDemand's state of peer: role and (pending or established) connections.
+func (n *odNode) peerState(peer uint32) (odRole, []*Conn) {
+	n.d.mu.Lock()
+	defer n.d.mu.Unlock()
+	p := n.d.peers[peer]
+	if p == nil {
+		return 0, nil
+	}
+	return p.role, append([]*Conn(nil), p.conns...)
+}
+
+// qps is the number of RC queue pairs alive on the node's device.
+func (n *odNode) qps() int { return len(*n.ep.ft.conns.Load()) }
+
+func (n *odNode) dial(t *testing.T, to *odNode) []*Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := n.d.Dial(ctx, to.id, to.d.Addr())
+	require.NoError(t, err)
+	return cs
+}
+
+// requirePaired checks that a's and b's connections are the two ends of one queue pair per
+// rail, and that each side's accept was called exactly once with exactly these connections.
+func requirePaired(t *testing.T, a, b *odNode, ca, cb []*Conn, rails int) {
+	t.Helper()
+	require.Len(t, ca, rails)
+	require.Len(t, cb, rails)
+	for i := range ca {
+		require.Equal(t, cb[i].QP().Num(), ca[i].QP().Query().DestQPN, "rail %d: a's queue pair points at b's", i+1)
+		require.Equal(t, ca[i].QP().Num(), cb[i].QP().Query().DestQPN, "rail %d: b's queue pair points at a's", i+1)
+		require.Equal(t, uint8(i+1), ca[i].Port())
+		require.Equal(t, uint8(i+1), cb[i].Port())
+		require.Equal(t, ibv.StateRTS, ca[i].QP().State())
+		require.Equal(t, ibv.StateRTS, cb[i].QP().State())
+	}
+	acc := a.acceptCalls(b.id)
+	require.Len(t, acc, 1, "a: one accept for b")
+	require.True(t, sameConns(ca, acc[0]), "a: accept got the connections Dial returned")
+	acc = b.acceptCalls(a.id)
+	require.Len(t, acc, 1, "b: one accept for a")
+	require.True(t, sameConns(cb, acc[0]), "b: accept got the connections Dial returned")
+}
+
+// sameConns compares connections by identity (not by content: the manager mutates them).
+func sameConns(x, y []*Conn) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// transfer writes a pattern from one node into the other's memory over conn c, reads it back
+// into a fresh area and checks both.
+func transfer(t *testing.T, from, to *odNode, c *Conn, off int, seed byte) {
+	t.Helper()
+	const n = 1024
+	for i := 0; i < n; i++ {
+		from.buf[off+i] = seed + byte(i*7)
+	}
+	cl := newCollector(from.ep)
+	id := uint64(seed) << 8
+	require.NoError(t, c.Post(&ibv.SendWR{ID: id, Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{from.mr.SGE(off, n)},
+		RemoteAddr: to.mr.Addr + uint64(off), RKey: to.mr.RKey}))
+	require.NoError(t, c.Post(&ibv.SendWR{ID: id + 1, Opcode: ibv.OpRDMARead, SGL: []ibv.SGE{from.mr.SGE(off+n, n)},
+		RemoteAddr: to.mr.Addr + uint64(off), RKey: to.mr.RKey}))
+	cl.waitAll(t, 2)
+	for k, wc := range cl.got {
+		require.Equal(t, ibv.WCSuccess, wc.Status, "work request %d", k)
+	}
+	require.Equal(t, from.buf[off:off+n], to.buf[off:off+n], "written at the target")
+	require.Equal(t, from.buf[off:off+n], from.buf[off+n:off+2*n], "read back")
+}
+
+// Dial creates one connection per rail on first use; both sides' accept run once; the passive
+// side's own Dial returns the accepted connections without a new exchange; data flows on every
+// rail in both directions; a second Dial returns the same connections.
+func TestOnDemandDialPutGet(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	require.Zero(t, a.qps(), "nothing per peer before the first Dial")
+	ca := a.dial(t, b)
+	cb := b.dial(t, a) // waits for the RTU if it has not arrived yet
+	requirePaired(t, a, b, ca, cb, 2)
+	require.Equal(t, 2, a.qps())
+	require.Equal(t, 2, b.qps())
+	require.True(t, sameConns(ca, a.dial(t, b)), "idempotent")
+	for i := range ca {
+		require.True(t, ca[i].FaultTolerant())
+		transfer(t, a, b, ca[i], 4096*i, byte(1+i))
+		transfer(t, b, a, cb[i], 16384+4096*i, byte(10+i))
+	}
+	sa, sb := a.d.Stats(), b.d.Stats()
+	require.Equal(t, int64(1), sa.Dialed)
+	require.Equal(t, int64(0), sa.Accepted)
+	require.Equal(t, int64(0), sb.Dialed)
+	require.Equal(t, int64(1), sb.Accepted)
+	require.Zero(t, sa.Superseded+sb.Superseded+sa.Rejected+sb.Rejected)
+}
+
+// More rails on one side: k = min of both sides' rail counts.
+func TestOnDemandRailMismatch(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 1)
+	ca := a.dial(t, b)
+	cb := b.dial(t, a)
+	requirePaired(t, a, b, ca, cb, 1)
+	require.Equal(t, 1, a.qps(), "no queue pair for the rail the peer lacks")
+	transfer(t, a, b, ca[0], 0, 3)
+}
+
+// Both sides dial each other before either CONN_REQ arrives: the lower id's REQ wins, the
+// higher side abandons its queue pairs, its Dial returns the accepted ones; exactly one queue
+// pair per rail and one accept per side.
+func TestOnDemandSimultaneousDial(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 3, 2), newODNode(t, 7, 2)
+	var open atomic.Bool
+	gate := func(*udcm.Msg) bool { return !open.Load() }
+	a.setDrop(gate)
+	b.setDrop(gate)
+	var ca, cb []*Conn
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ca = a.dial(t, b) }()
+	go func() { defer wg.Done(); cb = b.dial(t, a) }()
+	require.Eventually(t, func() bool {
+		ra, _ := a.peerState(b.id)
+		rb, _ := b.peerState(a.id)
+		return ra == odDialing && rb == odDialing
+	}, 30*time.Second, time.Millisecond)
+	open.Store(true)
+	wg.Wait()
+	requirePaired(t, a, b, ca, cb, 2)
+	require.Equal(t, 2, a.qps(), "one queue pair per rail")
+	require.Equal(t, 2, b.qps(), "the abandoned queue pairs are closed")
+	sa, sb := a.d.Stats(), b.d.Stats()
+	require.Equal(t, int64(0), sa.Superseded)
+	require.Equal(t, int64(1), sb.Superseded, "the higher id gives way")
+	require.Equal(t, int64(1), sa.Dialed)
+	require.Equal(t, int64(1), sb.Accepted)
+	require.Zero(t, sb.Dialed)
+	for i := range ca {
+		transfer(t, a, b, ca[i], 4096*i, byte(20+i))
+		transfer(t, b, a, cb[i], 16384+4096*i, byte(30+i))
+	}
+}
+
+// Lost CM datagrams: whichever message of the exchange is lost (and how often), the resend
+// timers and the cached answers complete it with one queue pair per rail.
+func TestOnDemandLostMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		atA, atB map[udcm.Type]int // how many of each type to drop on arrival
+	}{
+		{name: "REQ", atB: map[udcm.Type]int{udcm.ConnREQ: 3}},
+		{name: "REP", atA: map[udcm.Type]int{udcm.ConnREP: 2}},
+		{name: "RTU", atB: map[udcm.Type]int{udcm.ConnRTU: 2}},
+		{name: "all", atA: map[udcm.Type]int{udcm.ConnREP: 1}, atB: map[udcm.Type]int{udcm.ConnREQ: 1, udcm.ConnRTU: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testutil.CheckGoroutines(t)
+			a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+			dropper := func(budget map[udcm.Type]int) func(*udcm.Msg) bool {
+				return func(m *udcm.Msg) bool { // runs under d.mu
+					if budget[m.Type] > 0 {
+						budget[m.Type]--
+						return true
+					}
+					return false
+				}
+			}
+			a.setDrop(dropper(tc.atA))
+			b.setDrop(dropper(tc.atB))
+			ca := a.dial(t, b)
+			cb := b.dial(t, a) // keeps b's REP resends going until the RTU gets through
+			requirePaired(t, a, b, ca, cb, 2)
+			require.Equal(t, 2, a.qps())
+			require.Equal(t, 2, b.qps())
+			sa, sb := a.d.Stats(), b.d.Stats()
+			// every lost message was sent again: a REQ by a's timer, a REP by b's timer or as
+			// b's cached answer to a resent REQ, an RTU only as a's answer to a resent REP
+			require.GreaterOrEqual(t, sa.Resent, int64(tc.atB[udcm.ConnREQ]), "REQ resends")
+			require.GreaterOrEqual(t, sb.Resent+sb.Duplicates, int64(tc.atA[udcm.ConnREP]), "REP resends")
+			require.GreaterOrEqual(t, sa.Duplicates, int64(tc.atB[udcm.ConnRTU]), "RTUs answering duplicate REPs")
+			require.Zero(t, sa.Superseded+sb.Superseded+sa.Rejected+sb.Rejected)
+			transfer(t, a, b, ca[1], 0, 40)
+			transfer(t, b, a, cb[0], 8192, 41)
+		})
+	}
+}
+
+// The passive side's CM rail is down for a while (its udp port neither sends nor receives):
+// the dialer's resends carry the REQ once it is back.
+func TestOnDemandCMRailDown(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 1), newODNode(t, 2, 1)
+	require.NoError(t, b.m.CM().Driver().SetPortDown(1, true))
+	done := make(chan []*Conn, 1)
+	go func() { done <- a.dial(t, b) }()
+	require.Eventually(t, func() bool { return a.d.Stats().Resent >= 2 }, 30*time.Second, time.Millisecond)
+	require.Zero(t, b.qps(), "nothing arrived")
+	require.NoError(t, b.m.CM().Driver().SetPortDown(1, false))
+	ca := <-done
+	cb := b.dial(t, a)
+	requirePaired(t, a, b, ca, cb, 1)
+	transfer(t, a, b, ca[0], 0, 50)
+}
+
+// A Dial whose context ends leaves its attempt pending; the next Dial resumes it with the same
+// queue pairs, also when the passive side had already connected to them (its REP lost).
+func TestOnDemandCancelResume(t *testing.T) {
+	for _, lostREP := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lostREP=%v", lostREP), func(t *testing.T) {
+			testutil.CheckGoroutines(t)
+			a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+			var block atomic.Bool
+			block.Store(true)
+			if lostREP {
+				a.setDrop(func(m *udcm.Msg) bool { return block.Load() && m.Type == udcm.ConnREP })
+			} else {
+				b.setDrop(func(m *udcm.Msg) bool { return block.Load() })
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { _, err := a.d.Dial(ctx, b.id, b.d.Addr()); errc <- err }()
+			require.Eventually(t, func() bool { return a.d.Stats().Resent >= 1 }, 30*time.Second, time.Millisecond)
+			if lostREP {
+				require.Eventually(t, func() bool { r, _ := b.peerState(a.id); return r == odAccepting }, 30*time.Second,
+					time.Millisecond)
+			}
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled)
+			role, pending := a.peerState(b.id)
+			require.Equal(t, odDialing, role, "the attempt stays")
+			require.Len(t, pending, 2)
+			require.Equal(t, 2, a.qps())
+			block.Store(false)
+			ca := a.dial(t, b)
+			require.True(t, sameConns(pending, ca), "the same queue pairs")
+			cb := b.dial(t, a)
+			requirePaired(t, a, b, ca, cb, 2)
+			require.Equal(t, 2, b.qps(), "no duplicate queue pairs at the peer")
+			transfer(t, a, b, ca[0], 0, 60)
+		})
+	}
+}
+
+// Messages of another job or for another process are ignored: no state, no queue pair.
+func TestOnDemandWrongJobOrDst(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	b := newODNodeJob(t, 2, odJob, 1)
+	other := newODNodeJob(t, 1, odJob+1, 1) // another job
+	stranger := newODNode(t, 5, 1)          // right job, but dials b under the wrong id
+	try := func(n *odNode, peer uint32) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { _, err := n.d.Dial(ctx, peer, b.d.Addr()); errc <- err }()
+		require.Eventually(t, func() bool { return n.d.Stats().Resent >= 2 }, 30*time.Second, time.Millisecond)
+		cancel()
+		require.ErrorIs(t, <-errc, context.Canceled)
+	}
+	try(other, b.id)
+	try(stranger, 9)
+	require.Eventually(t, func() bool { return b.d.Stats().Ignored >= 6 }, 30*time.Second, time.Millisecond,
+		"3 REQs of each were ignored")
+	require.Zero(t, b.qps())
+	b.d.mu.Lock()
+	require.Empty(t, b.d.peers)
+	b.d.mu.Unlock()
+	require.Empty(t, b.acceptCalls(1))
+	require.Empty(t, b.acceptCalls(5))
+}
+
+// A CONN_REJ with the attempt's nonce fails the Dial with ErrRejected and closes its queue
+// pairs; a later Dial starts over and connects.
+func TestOnDemandRejected(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 1), newODNode(t, 2, 1)
+	b.setDrop(func(m *udcm.Msg) bool { return true })
+	errc := make(chan error, 1)
+	go func() { _, err := a.d.Dial(context.Background(), b.id, b.d.Addr()); errc <- err }()
+	require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second, time.Millisecond)
+	a.d.mu.Lock()
+	nonce := a.d.peers[b.id].nonce
+	a.d.mu.Unlock()
+	// a stale REJ (wrong nonce) is ignored, the right one fails the attempt
+	for _, n := range []uint32{nonce + 2, nonce} {
+		require.NoError(t, b.m.CM().Send(a.m.CM().Addrs(), a.m.CM().QPN(),
+			&udcm.Msg{Type: udcm.ConnREJ, Status: udcm.RejResources, Src: uint64(b.id), Dst: uint64(a.id), Seq: odJob, Inc: n}))
+	}
+	require.ErrorIs(t, <-errc, ErrRejected)
+	require.Equal(t, int64(1), a.d.Stats().Rejected)
+	require.Positive(t, a.d.Stats().Ignored)
+	require.Zero(t, a.qps(), "the attempt's queue pairs are closed")
+	b.setDrop(nil)
+	ca := a.dial(t, b)
+	cb := b.dial(t, a)
+	requirePaired(t, a, b, ca, cb, 1)
+}
+
+// N processes dial each other concurrently in random orders (simultaneous dials happen): every
+// pair ends with one queue pair per rail, consistent on both sides, one accept per peer.
+func TestOnDemandMesh(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	const n, rails = 4, 2
+	nodes := make([]*odNode, n)
+	for i := range nodes {
+		nodes[i] = newODNode(t, uint32(10+i), rails)
+	}
+	got := make([][][]*Conn, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		got[i] = make([][]*Conn, n)
+		order := rand.Perm(n)
+		for _, j := range order {
+			if j == i {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				cs, err := nodes[i].d.Dial(ctx, nodes[j].id, nodes[j].d.Addr())
+				if err != nil {
+					t.Errorf("%d dials %d: %v", i, j, err)
+				}
+				got[i][j] = cs
+			}()
+		}
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+	for i := 0; i < n; i++ {
+		require.Equal(t, rails*(n-1), nodes[i].qps(), "node %d: one queue pair per rail and peer", i)
+		for j := i + 1; j < n; j++ {
+			requirePaired(t, nodes[i], nodes[j], got[i][j], got[j][i], rails)
+		}
+	}
+	var dialed, accepted int64
+	for i, nd := range nodes {
+		s := nd.d.Stats()
+		dialed += s.Dialed
+		accepted += s.Accepted
+		transfer(t, nd, nodes[(i+1)%n], got[i][(i+1)%n][i%rails], 0, byte(70+i))
+	}
+	require.Equal(t, int64(n*(n-1)/2), dialed, "one dialer per pair")
+	require.Equal(t, int64(n*(n-1)/2), accepted, "one passive side per pair")
+}
+
+// Close fails pending Dials with ErrClosed and closes their queue pairs; Dial after Close fails;
+// the manager takes a new OnDemand afterwards, not two at once; bad arguments change nothing.
+func TestOnDemandCloseAndBadInput(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	_, err := a.m.OnDemand(a.eps, 1, odJob, nil)
+	require.ErrorIs(t, err, ibv.ErrBusy)
+	_, err = a.m.OnDemand(nil, 1, odJob, nil)
+	require.ErrorIs(t, err, ibv.ErrInvalidArgument)
+	_, err = a.m.OnDemand([]*Endpoint{b.ep}, 1, odJob, nil)
+	require.ErrorIs(t, err, ibv.ErrInvalidArgument, "an endpoint of another manager")
+	ctx := context.Background()
+	_, err = a.d.Dial(ctx, 1, b.d.Addr())
+	require.ErrorIs(t, err, ibv.ErrInvalidArgument, "self")
+	for _, bad := range [][]byte{nil, {1}, append(b.d.Addr(), 0), b.d.Addr()[:5]} {
+		_, err = a.d.Dial(ctx, b.id, bad)
+		require.ErrorIs(t, err, ErrMalformed)
+	}
+	require.Zero(t, a.qps())
+
+	b.setDrop(func(*udcm.Msg) bool { return true })
+	errc := make(chan error, 1)
+	go func() { _, err := a.d.Dial(ctx, b.id, b.d.Addr()); errc <- err }()
+	require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second, time.Millisecond)
+	require.NoError(t, a.d.Close())
+	require.NoError(t, a.d.Close(), "idempotent")
+	require.ErrorIs(t, <-errc, ErrClosed)
+	require.Zero(t, a.qps(), "pending queue pairs closed")
+	_, err = a.d.Dial(ctx, b.id, b.d.Addr())
+	require.ErrorIs(t, err, ErrClosed)
+
+	d2, err := a.m.OnDemand(a.eps, 1, odJob, nil)
+	require.NoError(t, err, "the slot is free again")
+	b.setDrop(nil)
+	cs, err := d2.Dial(ctx, b.id, b.d.Addr())
+	require.NoError(t, err)
+	require.Len(t, cs, 2)
+	t.Cleanup(func() { closeConns(cs) })
+	require.NoError(t, d2.Close())
+	cb := b.dial(t, a) // returns once b's accept ran
+	require.True(t, sameConns(cb, b.acceptCalls(1)[0]))
+	require.Len(t, b.acceptCalls(1), 1)
+}
+
+// The wire formats: an address and a payload round-trip; undecodable ones are errors.
+func TestOnDemandWire(t *testing.T) {
+	addr := marshalODAddr(2, 77, []string{"127.0.0.1:1", "127.0.0.1:2"})
+	a, err := unmarshalODAddr(addr)
+	require.NoError(t, err)
+	require.Equal(t, odAddr{rails: 2, qpn: 77, cm: []string{"127.0.0.1:1", "127.0.0.1:2"}}, a)
+	ci := ConnInfo{Addr: "x:1", LID: 1, QPN: 2, PSN: 3, ID: 5, Port: 1, Paths: []PortPath{{Addr: "x:1"}}, CM: []string{"y:2"}, CMQPN: 9}
+	d := &OnDemand{addr: addr}
+	pl, err := d.payload(nil)
+	require.NoError(t, err)
+	_, infos, err := unmarshalODPayload(pl)
+	require.NoError(t, err)
+	require.Empty(t, infos)
+	b := append([]byte{}, pl[:len(pl)-1]...)
+	b = append(b, 2)
+	for range 2 {
+		m := ci.Marshal()
+		b = append(b, byte(len(m)), byte(len(m)>>8))
+		b = append(b, m...)
+	}
+	a, infos, err = unmarshalODPayload(b)
+	require.NoError(t, err)
+	require.Equal(t, []ConnInfo{ci, ci}, infos)
+	require.Equal(t, uint8(2), a.rails)
+	for _, bad := range [][]byte{nil, b[:len(b)-1], append(append([]byte{}, b...), 0), pl[:3]} {
+		_, _, err = unmarshalODPayload(bad)
+		require.ErrorIs(t, err, ErrMalformed)
+	}
+}
+
+func FuzzOnDemandPayload(f *testing.F) {
+	d := &OnDemand{addr: marshalODAddr(1, 3, []string{"a:1"})}
+	pl, _ := d.payload(nil)
+	f.Add(pl)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, _, err := unmarshalODPayload(b); err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+		}
+	})
+}
+
+// After the connection is established, a resent CONN_REQ of the same attempt is answered from
+// the cache (its CONN_REP, which the dialer answers with its RTU) and a REQ of another attempt
+// is stale: nothing new is created on either side.
+func TestOnDemandDuplicatesAfterEstablished(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	ca := a.dial(t, b)
+	cb := b.dial(t, a)
+	a.d.mu.Lock()
+	nonce := a.d.peers[b.id].nonce
+	pl, err := a.d.payload(ca)
+	a.d.mu.Unlock()
+	require.NoError(t, err)
+	sa0, sb0 := a.d.Stats(), b.d.Stats()
+	req := udcm.Msg{Type: udcm.ConnREQ, Src: uint64(a.id), Dst: uint64(b.id), Seq: odJob, Inc: nonce, Payload: pl}
+	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
+	require.Eventually(t, func() bool { return b.d.Stats().Duplicates > sb0.Duplicates }, 30*time.Second, time.Millisecond,
+		"b answers the duplicate REQ")
+	require.Eventually(t, func() bool { return a.d.Stats().Duplicates > sa0.Duplicates }, 30*time.Second, time.Millisecond,
+		"a answers the duplicate REP")
+	req.Inc = nonce + 2
+	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
+	require.Eventually(t, func() bool { return b.d.Stats().Ignored > sb0.Ignored }, 30*time.Second, time.Millisecond,
+		"b ignores a stale REQ")
+	require.Equal(t, 2, a.qps())
+	require.Equal(t, 2, b.qps())
+	requirePaired(t, a, b, ca, cb, 2)
+	transfer(t, a, b, ca[0], 0, 90)
+}
