@@ -20,7 +20,7 @@ var seeds = []uint64{1, 2, 3, 0x5eed, 0xdecafbad}
 
 // newFabric creates a fabric in the current (bubble) test and opens a device per node; both are
 // closed at cleanup.
-func newFabric(t *testing.T, cfg fabric.Config) (*fabric.Fabric, []*ibv.Context) {
+func newFabric(t testing.TB, cfg fabric.Config) (*fabric.Fabric, []*ibv.Context) {
 	t.Helper()
 	f, err := fabric.New(cfg)
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestScheduledPortDown(t *testing.T) {
 
 // rcPair connects RC queue pairs between nodes 0 and 1 on port 1 (ACK timeout at the engine's
 // 10 ms floor, 7 retries) with a patterned source MR and a zeroed target MR of size bytes.
-func rcPair(t *testing.T, devs []*ibv.Context, size int) (qa, qb *ibv.QP, src, dst *ibv.MR) {
+func rcPair(t testing.TB, devs []*ibv.Context, size int) (qa, qb *ibv.QP, src, dst *ibv.MR) {
 	t.Helper()
 	qa = ibvtest.CreateQP(t, devs[0], nil, ibv.RC, 4096, ibv.QPCap{}, true)
 	qb = ibvtest.CreateQP(t, devs[1], nil, ibv.RC, 4096, ibv.QPCap{}, true)
