@@ -91,7 +91,10 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 
 // signal writes id into flag word slot of rank to (an 8-byte atomic swap: never read torn).
 func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
-	pe := r.peers[to]
+	pe, err := r.conn(ctx, to)
+	if err != nil {
+		return err
+	}
 	raddr, rkey, err := r.sys.target(pe, 8*slot, 8)
 	if err != nil {
 		return err

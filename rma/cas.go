@@ -30,7 +30,7 @@ func (r *Runtime) cmpSwap(ctx context.Context, seg *Segment, proc, off, sz int, 
 	if off%sz != 0 {
 		return 0, fmt.Errorf("%w: %d-byte compare-and-swap at byte offset %d", ErrType, sz, off)
 	}
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return 0, err
 	}

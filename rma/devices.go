@@ -78,6 +78,7 @@ func (r *Runtime) openNet() error {
 		return err
 	}
 	r.addEndpoint(TransportTCP, ep, nil)
+	r.nets[len(r.nets)-1].mgr = m
 	return nil
 }
 

@@ -16,6 +16,7 @@ func TestFaultToleranceKnob(t *testing.T) {
 	for _, ft := range []string{"true", "false"} {
 		t.Run("GOARMCI_FT="+ft, func(t *testing.T) {
 			t.Setenv("GOARMCI_FT", ft)
+			t.Setenv("GOARMCI_ON_DEMAND_THRESHOLD", "64") // connected at Init: Channel is set
 			rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 				seg, err := rt.Malloc(ctx, 1<<20)
 				require.NoError(t, err)

@@ -195,16 +195,31 @@ func (r *Runtime) connect(ctx context.Context) error {
 			}
 		}
 	}()
+	// On demand (ondemand.go): network peers get no connection now, only our CM address.
+	var odAddr []byte
+	for i, n := range r.nets {
+		if r.onDemand(n) {
+			if err := r.startOnDemand(i); err != nil {
+				return err
+			}
+			odAddr = n.od.Addr()
+		}
+	}
 	var blob []byte
+	r.odMu.Lock()
 	for p, pe := range r.peers {
 		var info []byte
 		if p != r.rank {
 			pe.net = r.netFor(pe)
+			pe.lazy = r.nets[pe.net].od != nil
+		}
+		if p != r.rank && !pe.lazy {
 			eps := r.nets[pe.net].eps
 			info = append(info, byte(len(eps)))
 			for _, ep := range eps {
 				c, err := ep.NewConn()
 				if err != nil {
+					r.odMu.Unlock()
 					return err
 				}
 				conns[p] = append(conns[p], c)
@@ -216,18 +231,35 @@ func (r *Runtime) connect(ctx context.Context) error {
 		blob = binary.LittleEndian.AppendUint16(blob, uint16(len(info)))
 		blob = append(blob, info...)
 	}
+	r.odMu.Unlock()
+	// entry r.size: the CM address when this rank connects network peers on demand
+	blob = binary.LittleEndian.AppendUint16(blob, uint16(len(odAddr)))
+	blob = append(blob, odAddr...)
 	all, err := r.boot.AllGather(ctx, blob)
 	if err != nil {
 		return err
 	}
-	ccfg := multirail.ChannelConfig{Policy: r.cfg.StripePolicy, Threshold: r.cfg.StripeThreshold}
+	ccfg := r.channelConfig()
 	for p, pe := range r.peers {
 		if p == r.rank {
+			continue
+		}
+		if pe.lazy {
+			addr, err := entry(all[p], r.size)
+			if err != nil || len(addr) == 0 {
+				return fmt.Errorf("%w: rank %d connects its network peers at Init, this rank on demand: "+
+					"GOARMCI_ON_DEMAND_THRESHOLD and GOARMCI_FT must be equal on every rank", ErrConfig, p)
+			}
+			pe.odAddr = addr
 			continue
 		}
 		info, err := entry(all[p], r.rank)
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
+		}
+		if len(info) == 0 {
+			return fmt.Errorf("%w: rank %d connects on demand, this rank at Init: "+
+				"GOARMCI_ON_DEMAND_THRESHOLD and GOARMCI_FT must be equal on every rank", ErrConfig, p)
 		}
 		cis, err := railInfos(info)
 		if err != nil {
@@ -249,6 +281,11 @@ func (r *Runtime) connect(ctx context.Context) error {
 		conns[p] = nil
 	}
 	return nil
+}
+
+// channelConfig is the multirail configuration of every network channel.
+func (r *Runtime) channelConfig() multirail.ChannelConfig {
+	return multirail.ChannelConfig{Policy: r.cfg.StripePolicy, Threshold: r.cfg.StripeThreshold}
 }
 
 // railInfos decodes one peer's entry: a count, then per rail a length byte and a ConnInfo.
@@ -331,6 +368,9 @@ func (r *Runtime) Finalize(ctx context.Context) error {
 }
 
 func (r *Runtime) teardown() {
+	r.odMu.Lock()
+	r.odClosed = true // no channel is installed from now on
+	r.odMu.Unlock()
 	for _, pe := range r.peers {
 		if pe != nil && pe.ch != nil {
 			_ = pe.ch.Close()

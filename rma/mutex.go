@@ -44,11 +44,11 @@ func (r *Runtime) DestroyMutexes(ctx context.Context) error {
 	return err
 }
 
-func (r *Runtime) mutexWord(m, proc, word int) (*peer, int, error) {
+func (r *Runtime) mutexWord(ctx context.Context, m, proc, word int) (*peer, int, error) {
 	if r.mutexes == nil {
 		return nil, 0, fmt.Errorf("%w: CreateMutexes was not called", ErrFreed)
 	}
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -76,7 +76,7 @@ func (r *Runtime) fetchAdd64(ctx context.Context, seg *Segment, pe *peer, off in
 
 // Lock acquires mutex m on rank proc (ARMCI_Lock), blocking until it is granted or ctx ends.
 func (r *Runtime) Lock(ctx context.Context, m, proc int) error {
-	pe, off, err := r.mutexWord(m, proc, 0)
+	pe, off, err := r.mutexWord(ctx, m, proc, 0)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (r *Runtime) Lock(ctx context.Context, m, proc int) error {
 // Unlock releases mutex m on rank proc (ARMCI_Unlock). Operations issued under the lock are
 // completed at the target first, so the next holder sees them.
 func (r *Runtime) Unlock(ctx context.Context, m, proc int) error {
-	pe, off, err := r.mutexWord(m, proc, 1)
+	pe, off, err := r.mutexWord(ctx, m, proc, 1)
 	if err != nil {
 		return err
 	}

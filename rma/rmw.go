@@ -52,7 +52,7 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 	if off%sz != 0 {
 		return 0, fmt.Errorf("%w: %v at byte offset %d", ErrType, op, off)
 	}
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return 0, err
 	}

@@ -75,11 +75,16 @@ type Config struct {
 // peer is the runtime's view of one other rank.
 type peer struct {
 	rank        int
-	local       bool // same node
-	net         int  // index into Runtime.nets; -1 for self
-	ch          *multirail.Channel
+	local       bool               // same node
+	net         int                // index into Runtime.nets; -1 for self
+	ch          *multirail.Channel // nil until connected (on demand: see ondemand.go)
 	outstanding atomic.Int64
-	done        func(*multirail.Request) // completion callback: outstanding--
+	// On-demand connection (ondemand.go): lazy peers get ch on first use; ready is set after
+	// ch (an atomic store: a reader that sees ready sees ch). odAddr is the peer's CM address.
+	lazy   bool
+	ready  atomic.Bool
+	odAddr []byte
+	done   func(*multirail.Request) // completion callback: outstanding--
 }
 
 // Runtime is an initialized ARMCI job on this rank.
@@ -91,6 +96,9 @@ type Runtime struct {
 	log   zerolog.Logger
 	nets  []*network
 	peers []*peer
+
+	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
+	odClosed bool
 
 	segMu   sync.Mutex
 	nextSeg int
@@ -114,6 +122,8 @@ type network struct {
 	eps   []*hybridft.Endpoint // one per port (rail); eps[0] == ep
 	net   *multirail.Network
 	alloc func(int) ([]byte, func() error, error) // shareable memory for segments, or nil
+	mgr   *hybridft.Manager                       // fault tolerance (network devices), or nil
+	od    *hybridft.OnDemand                      // on-demand connection setup, or nil
 }
 
 // Rank is this process's rank (armci_msg_me).
@@ -123,12 +133,17 @@ func (r *Runtime) Rank() int { return r.rank }
 func (r *Runtime) Size() int { return r.size }
 
 // Channel returns the multirail channel to rank p — its subchannels (one per rail), policy and
-// per-subchannel counters — or nil for this rank itself or a bad rank.
+// per-subchannel counters — or nil for this rank itself, a bad rank, or a peer connected on
+// demand that has not been used yet.
 func (r *Runtime) Channel(p int) *multirail.Channel {
 	if p < 0 || p >= r.size || p == r.rank || r.peers == nil {
 		return nil
 	}
-	return r.peers[p].ch
+	pe := r.peers[p]
+	if pe.lazy && !pe.ready.Load() {
+		return nil
+	}
+	return pe.ch
 }
 
 // Logger is the runtime's logger.

@@ -70,7 +70,10 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	old := r.signalSink()
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
-		pe := r.peers[to]
+		pe, err := r.conn(ctx, to)
+		if err != nil {
+			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
+		}
 		raddr, rkey, err := r.sys.target(pe, 8*k, 8)
 		if err != nil {
 			return err

@@ -76,7 +76,7 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 
 // contiguous issues a contiguous transfer of len(local) bytes at byte offset off of proc's part.
 func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Segment, proc, off int, block bool) (*Handle, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (x xfer) post(ctx context.Context, ch *multirail.Channel, req *multirail.Re
 // stridedXfer issues a strided transfer; lstride is the local side's strides, rstride the
 // remote side's (ARMCI's src/dst strides, ordered by direction by the caller).
 func (r *Runtime) stridedXfer(ctx context.Context, x xfer, local []byte, lstride []int, seg *Segment, proc, off int, rstride []int, count []int, block bool) (*Handle, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ type Vec struct {
 }
 
 func (r *Runtime) vector(ctx context.Context, x xfer, vecs []Vec, seg *Segment, proc int, block bool) (*Handle, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.conn(ctx, proc)
 	if err != nil {
 		return nil, err
 	}

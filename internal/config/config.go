@@ -72,6 +72,11 @@ type Config struct {
 	// connection manager, software recovery and retransmission, APM when APM is also set); off,
 	// a broken connection fails its operations. GOARMCI_FT.
 	FT bool
+	// OnDemandThreshold: in jobs of more ranks than this, network connections are set up on
+	// demand, the first time a peer is used, through the UD connection manager (seed 003
+	// §IV.B.2, seed 004); up to it, every connection at Init. 0: always on demand. Needs FT.
+	// GOARMCI_ON_DEMAND_THRESHOLD (as MVAPICH2's MV2_ON_DEMAND_THRESHOLD).
+	OnDemandThreshold int
 	// APM enables automatic path migration (seed 000 ch. 9, seed 003). GOARMCI_APM.
 	APM bool
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing

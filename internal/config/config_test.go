@@ -18,6 +18,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 60*time.Second, c.StartupTimeout)
 	assert.True(t, c.APM)
 	assert.True(t, c.FT)
+	assert.Equal(t, 64, c.OnDemandThreshold)
 	assert.Equal(t, 50*time.Millisecond, c.AckTimeout)
 	assert.Equal(t, 7, c.RetryCount)
 	assert.Equal(t, int64(16<<10), c.StripeThreshold)

@@ -153,6 +153,17 @@ var table = []Knob{
 		Doc: "hybrid network fault tolerance on network connections: APM, then software recovery (seed 003); false = plain RC",
 		get: func(c *Config) string { return strconv.FormatBool(c.FT) },
 		set: boolSetter(func(c *Config) *bool { return &c.FT })},
+	{Name: "GOARMCI_ON_DEMAND_THRESHOLD", Type: "int", Default: "64", Unit: "ranks",
+		Doc: "jobs of more ranks connect network peers on demand (first use) through the UD connection manager; 0 = always (needs GOARMCI_FT)",
+		get: func(c *Config) string { return strconv.Itoa(c.OnDemandThreshold) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a non-negative integer")
+			}
+			c.OnDemandThreshold = n
+			return nil
+		}},
 	{Name: "GOARMCI_APM", Type: "bool", Default: "true",
 		Doc: "automatic path migration: arm an alternate path on every RC queue pair (seed 000 ch. 9)",
 		get: func(c *Config) string { return strconv.FormatBool(c.APM) },
