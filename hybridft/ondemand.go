@@ -107,7 +107,7 @@ type OnDemandStats struct {
 	Accepted   int64 // peers connected by their dial (CONN_RTU received)
 	Superseded int64 // our dials abandoned for a lower id's simultaneous CONN_REQ
 	Resent     int64 // CONN_REQ/CONN_REP resent on the timer
-	Duplicates int64 // duplicate CONN_REQ/CONN_REP answered from the cache
+	Duplicates int64 // duplicate CONN_REQ/CONN_REP answered from the cache (not the rail copies)
 	Ignored    int64 // messages of another job or process, stale, or undecodable
 	Rejected   int64 // CONN_REJ sent or received
 }
@@ -268,6 +268,19 @@ func (d *OnDemand) send(p *odPeer, now time.Time) {
 	}
 }
 
+// answer resends p's message in answer to a duplicate, unless it went out less than Resend/2
+// ago: the CM sends every message on every rail, so each arrives once per rail, and answering
+// each copy would multiply the messages by the rail count at every step (d.mu held).
+func (d *OnDemand) answer(p *odPeer, now time.Time, dup bool) {
+	if now.Sub(p.lastSend) < d.m.opts.Resend/2 {
+		return
+	}
+	if dup {
+		d.stats.dups.Add(1)
+	}
+	d.send(p, now)
+}
+
 func (d *OnDemand) reply(p *odPeer, t udcm.Type, status uint8) {
 	msg := udcm.Msg{Type: t, Status: status, Src: uint64(d.self), Dst: uint64(p.id), Seq: d.job, Inc: p.nonce}
 	if err := d.m.cm.Send(p.to, p.toQPN, &msg); err != nil {
@@ -375,7 +388,7 @@ func (d *OnDemand) onREQ(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
 		p = &odPeer{id: peer, done: make(chan struct{})}
 		d.peers[peer] = p
 	case p.role == odDialing && d.self < peer:
-		d.send(p, now) // our REQ wins: make sure the peer has it
+		d.answer(p, now, false) // our REQ wins: make sure the peer has it (our Dial may be gone)
 		return nil
 	case p.role == odDialing:
 		d.stats.superseded.Add(1) // theirs wins: our Dials get the accepted connections
@@ -385,8 +398,7 @@ func (d *OnDemand) onREQ(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
 		closeConns(p.conns) // a new attempt replaces one never confirmed
 		p.conns = nil
 	case p.nonce == msg.Inc && (p.role == odAccepting || !p.dialer):
-		d.stats.dups.Add(1) // our REP was lost (or our RTU-awaited REP crossed the RTU)
-		d.send(p, now)
+		d.answer(p, now, true) // our REP was lost (or crossed the RTU)
 		return nil
 	default:
 		d.stats.ignored.Add(1) // stale: connected already
@@ -430,8 +442,7 @@ func (d *OnDemand) onREP(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
 		d.stats.ignored.Add(1)
 		return nil
 	case p.role == odDone && p.dialer:
-		d.stats.dups.Add(1) // our RTU was lost
-		d.send(p, now)
+		d.answer(p, now, true) // our RTU was lost
 		return nil
 	case p.role != odDialing:
 		d.stats.ignored.Add(1)
