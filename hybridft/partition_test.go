@@ -65,7 +65,10 @@ func TestRailFlapping(t *testing.T) {
 	st := a.conns[0].Stats()
 	t.Logf("stats %+v", st)
 	require.GreaterOrEqual(t, st.PathMigrations+st.Recoveries, int64(20), "every flap moved it (APM, or software when the alternate was not armed yet)")
-	require.Equal(t, int64(20), st.GiveBacks, "rail 1 given back after every flap")
+	// at least once per flap: on a loaded machine a spurious ACK timeout on the healthy rail may
+	// move the connection away and back once more (the exact count is asserted on virtual time
+	// in TestFabricRailFlaps)
+	require.GreaterOrEqual(t, st.GiveBacks, int64(20), "rail 1 given back after every flap")
 }
 
 // Both rails go down (a partition) for less than the partition timeout: the writes block, then
