@@ -6,7 +6,7 @@
 // Rank 0 prints the NPB report (" Class = A", " Ranks = 4", " Verification = SUCCESSFUL",
 // " Time in seconds = ...", " Mop/s total = ..."); the exit status is 1 when the verification
 // fails, 2 on a usage or runtime error. The kernel is in internal/isga (distributed) and
-// internal/is (serial reference).
+// internal/is (serial reference); the command shell in internal/driver.
 package main
 
 import (
@@ -14,103 +14,70 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/goarmci/goarmci/examples/nas/internal/driver"
 	"github.com/goarmci/goarmci/examples/nas/internal/is"
 	"github.com/goarmci/goarmci/examples/nas/internal/isga"
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
 	"github.com/goarmci/goarmci/rma"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+var kernel = driver.Kernel{Name: "is", Flags: func(fs *flag.FlagSet) func(npb.Class) (driver.Problem, error) {
+	buckets := fs.Bool("buckets", false, "with -serial: rank through NPB's bucket sort (USE_BUCKETS) instead of direct key counts")
+	return func(c npb.Class) (driver.Problem, error) {
+		p, err := is.ParamsFor(c)
+		if err != nil {
+			return nil, err
+		}
+		return problem{p: p, buckets: *buckets}, nil
+	}
+}}
+
+func main() { driver.Main(kernel) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("is", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	class := fs.String("class", "S", "problem class: S, W, A or B")
-	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
-	buckets := fs.Bool("buckets", false, "with -serial: rank through NPB's bucket sort (USE_BUCKETS) instead of direct key counts")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	c, err := npb.ParseClass(*class)
-	if err != nil {
-		fmt.Fprintln(stderr, "is:", err)
-		return 2
-	}
-	p, err := is.ParamsFor(c)
-	if err != nil {
-		fmt.Fprintln(stderr, "is:", err)
-		return 2
-	}
-	if *serial {
-		run, mode := is.Serial, "serial reference"
-		if *buckets {
-			run, mode = is.SerialBuckets, "serial reference, buckets"
-		}
-		header(stdout, p, 1, mode)
-		res, err := run(p)
-		if err != nil {
-			fmt.Fprintln(stderr, "is:", err)
-			return 2
-		}
-		return report(stdout, res, 1)
-	}
-	rt, err := rma.Init(ctx, nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "is: init:", err)
-		return 2
-	}
-	var log io.Writer
-	if rt.Rank() == 0 {
-		log = stdout
-		header(stdout, p, rt.Size(), "Global Arrays")
-	}
-	res, err := isga.Run(ctx, rt, p, log)
-	code := 0
-	if err == nil {
-		if !res.Verified {
-			code = 1
-		}
-		// rank 0 reports before Finalize's barrier, so no rank exits (and no launcher stops
-		// rank 0) before the report is out
-		if rt.Rank() == 0 {
-			code = report(stdout, res, rt.Size())
-		} else {
-			for _, f := range res.Failures {
-				fmt.Fprintf(stderr, "is: rank %d: %s\n", rt.Rank(), f)
-			}
-		}
-	}
-	if ferr := rt.Finalize(ctx); ferr != nil && err == nil {
-		err = fmt.Errorf("finalize: %w", ferr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "is: rank %d: %v\n", rt.Rank(), err)
-		return 2
-	}
-	return code
+	return driver.Run(ctx, kernel, args, stdout, stderr)
 }
 
-func header(w io.Writer, p is.Params, ranks int, mode string) {
+type problem struct {
+	p       is.Params
+	buckets bool
+}
+
+func (pr problem) Header(w io.Writer, ranks int, mode string) {
 	fmt.Fprintf(w, "\n\n NAS Parallel Benchmarks (goarmci, %s) - IS Benchmark\n\n", mode)
-	fmt.Fprintf(w, " Size:  %d  (class %s)\n Iterations:  %d\n Ranks:  %d\n", p.NumKeys(), p.Class, is.MaxIterations, ranks)
+	fmt.Fprintf(w, " Size:  %d  (class %s)\n Iterations:  %d\n Ranks:  %d\n", pr.p.NumKeys(), pr.p.Class, is.MaxIterations, ranks)
 }
 
-func report(w io.Writer, res is.Result, ranks int) int {
-	for _, f := range res.Failures {
+func (pr problem) SerialMode() string {
+	if pr.buckets {
+		return "serial reference, buckets"
+	}
+	return "serial reference"
+}
+
+func (pr problem) Serial(io.Writer) (driver.Outcome, error) {
+	run := is.Serial
+	if pr.buckets {
+		run = is.SerialBuckets
+	}
+	res, err := run(pr.p)
+	return outcome{res}, err
+}
+
+func (pr problem) Parallel(ctx context.Context, rt *rma.Runtime, log io.Writer) (driver.Outcome, error) {
+	res, err := isga.Run(ctx, rt, pr.p, log)
+	return outcome{res}, err
+}
+
+type outcome struct{ r is.Result }
+
+func (o outcome) Verified() bool     { return o.r.Verified }
+func (o outcome) Failures() []string { return o.r.Failures }
+
+func (o outcome) Report(w io.Writer, ranks int) {
+	for _, f := range o.r.Failures {
 		fmt.Fprintln(w, f)
 	}
-	_ = res.Report(ranks).Print(w)
-	if !res.Verified {
-		return 1
-	}
-	return 0
+	_ = o.r.Report(ranks).Print(w)
 }

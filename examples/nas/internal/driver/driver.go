@@ -1,0 +1,127 @@
+// Package driver is the command-line shell every NAS kernel of this tree shares: flags (-class,
+// -serial, the kernel's own), the serial reference or the Global Arrays run under rma.Init, the
+// NPB header and report on rank 0 (before Finalize's barrier, so no launcher stops rank 0 before
+// its report is out), and NPB's exit statuses: 0 verified, 1 verification failed, 2 usage or
+// runtime error.
+package driver
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/goarmci/goarmci/examples/nas/internal/npb"
+	"github.com/goarmci/goarmci/rma"
+)
+
+// Kernel is one kernel's part: Flags registers its own flags on fs and returns the function that
+// builds a Problem for the parsed class once the flags are parsed.
+type Kernel struct {
+	Name  string // command name, e.g. "cg"
+	Flags func(fs *flag.FlagSet) func(npb.Class) (Problem, error)
+}
+
+// Problem is one class of a kernel, ready to run.
+type Problem interface {
+	// Header prints the NPB banner for ranks ranks; mode names the implementation.
+	Header(w io.Writer, ranks int, mode string)
+	// SerialMode names the serial reference's variant; Serial runs it (no runtime, one
+	// process), writing its progress to stdout.
+	SerialMode() string
+	Serial(stdout io.Writer) (Outcome, error)
+	// Parallel runs the Global Arrays version on rt; log is rank 0's progress output (nil on the
+	// other ranks).
+	Parallel(ctx context.Context, rt *rma.Runtime, log io.Writer) (Outcome, error)
+}
+
+// Outcome is a finished run.
+type Outcome interface {
+	Verified() bool
+	// Report prints the verification lines and the NPB report.
+	Report(w io.Writer, ranks int)
+	// Failures are the rank's own verification failures, printed to its stderr when rank 0
+	// does not report them.
+	Failures() []string
+}
+
+// Run parses args and runs the kernel; it returns the exit status.
+func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(k.Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	class := fs.String("class", "S", "problem class: S, W, A or B")
+	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
+	prepare := k.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", k.Name, err)
+		return 2
+	}
+	c, err := npb.ParseClass(*class)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := prepare(c)
+	if err != nil {
+		return fail(err)
+	}
+	if *serial {
+		p.Header(stdout, 1, p.SerialMode())
+		out, err := p.Serial(stdout)
+		if err != nil {
+			return fail(err)
+		}
+		return report(stdout, out, 1)
+	}
+	rt, err := rma.Init(ctx, nil)
+	if err != nil {
+		return fail(fmt.Errorf("init: %w", err))
+	}
+	var log io.Writer
+	if rt.Rank() == 0 {
+		log = stdout
+		p.Header(stdout, rt.Size(), "Global Arrays")
+	}
+	out, err := p.Parallel(ctx, rt, log)
+	code := 0
+	if err == nil {
+		if rt.Rank() == 0 {
+			code = report(stdout, out, rt.Size())
+		} else if !out.Verified() {
+			code = 1
+			for _, f := range out.Failures() {
+				fmt.Fprintf(stderr, "%s: rank %d: %s\n", k.Name, rt.Rank(), f)
+			}
+		}
+	}
+	if ferr := rt.Finalize(ctx); ferr != nil && err == nil {
+		err = fmt.Errorf("finalize: %w", ferr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: rank %d: %v\n", k.Name, rt.Rank(), err)
+		return 2
+	}
+	return code
+}
+
+func report(w io.Writer, out Outcome, ranks int) int {
+	out.Report(w, ranks)
+	if !out.Verified() {
+		return 1
+	}
+	return 0
+}
+
+// Main runs the kernel as a command: os.Args, stdout and stderr, interrupted by SIGINT or
+// SIGTERM (the context ends; the runtime's blocking calls return), then exits with the status.
+func Main(k Kernel) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, k, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
