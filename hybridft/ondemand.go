@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,7 @@ type odPeer struct {
 	lastSend time.Time
 	resends  int
 	waiters  int
+	handed   bool          // the consumer got the connections (accept, Dial or Connected)
 	done     chan struct{} // closed when established (after accept returned) or failed
 	err      error
 }
@@ -196,22 +198,42 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		err = fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	p.waiters--
-	d.mu.Unlock()
 	select {
 	case <-p.done: // established or failed meanwhile: that is the answer
 		if p.err != nil {
 			return nil, p.err
 		}
+		p.handed = true
 		return append([]*Conn(nil), p.conns...), nil
 	default:
 	}
 	return nil, err
 }
 
+// Connected returns the connections to peer if they are established (accept has run), else
+// nil; it never starts a connection.
+func (d *OnDemand) Connected(peer uint32) []*Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.peers[peer]
+	if p == nil || p.role != odDone {
+		return nil
+	}
+	select {
+	case <-p.done:
+		p.handed = true
+		return append([]*Conn(nil), p.conns...)
+	default:
+		return nil
+	}
+}
+
 // Close ends the on-demand setup: pending attempts fail with ErrClosed and their queue pairs are
-// closed; established connections belong to their consumer and stay. Messages that arrive
-// later are dropped.
+// closed, as are established connections never handed to the consumer (a peer dialed us, accept
+// is nil and no Dial or Connected asked for them); those handed out belong to the consumer and
+// stay. Messages that arrive later are dropped. Close the OnDemand before its Manager.
 func (d *OnDemand) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -227,6 +249,12 @@ func (d *OnDemand) Close() error {
 		fin = append(fin, p)
 	}
 	clear(d.pending)
+	for _, p := range d.peers {
+		if p.role == odDone && !p.handed {
+			closeConns(p.conns)
+			p.conns = nil
+		}
+	}
 	d.mu.Unlock()
 	d.m.od.CompareAndSwap(d, nil)
 	for _, p := range fin {
@@ -368,6 +396,9 @@ func (d *OnDemand) handle(msg *udcm.Msg, now time.Time) {
 		} else {
 			d.stats.ignored.Add(1)
 		}
+	}
+	if fin != nil && fin.err == nil {
+		fin.handed = d.accept != nil || fin.waiters > 0
 	}
 	d.mu.Unlock()
 	if fin != nil {
@@ -515,42 +546,85 @@ func unmarshalODAddr(b []byte) (odAddr, error) {
 	return a, nil
 }
 
-// payload is the Payload of our CONN_REQ/CONN_REP: our address (2-byte length), then the rail
-// count and each queue pair's ConnInfo (2-byte length each). Errors wrap udcm.ErrMalformed when
-// it exceeds udcm.MaxPayload.
+// payload is the Payload of our CONN_REQ/CONN_REP (marshalODPayload of our address and our
+// queue pairs' ConnInfos).
 func (d *OnDemand) payload(conns []*Conn) ([]byte, error) {
-	b := binary.LittleEndian.AppendUint16(nil, uint16(len(d.addr)))
-	b = append(b, d.addr...)
-	b = append(b, byte(len(conns)))
-	for _, c := range conns {
-		ci := c.Local().Marshal()
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(ci)))
-		b = append(b, ci...)
+	infos := make([]ConnInfo, len(conns))
+	for i, c := range conns {
+		infos[i] = c.Local()
+	}
+	return marshalODPayload(d.addr, infos)
+}
+
+// Flags of a rail's ConnInfo in the payload: its device paths, or its CM addresses and queue
+// pair number, are those of rail 0 and left out (the rails of one device share them, so the
+// payload grows linearly with the rail count, not quadratically).
+const (
+	odSamePaths = 1
+	odSameCM    = 2
+)
+
+// marshalODPayload: the address (2-byte length), the rail count, then per rail a flags byte and
+// the ConnInfo (2-byte length). Errors wrap udcm.ErrMalformed when it exceeds udcm.MaxPayload
+// (about 60 rails of one device with IPv4 tcp addresses).
+func marshalODPayload(addr []byte, infos []ConnInfo) ([]byte, error) {
+	b := binary.LittleEndian.AppendUint16(nil, uint16(len(addr)))
+	b = append(b, addr...)
+	b = append(b, byte(min(len(infos), 255)))
+	for i, ci := range infos[:min(len(infos), 255)] {
+		var fl byte
+		if i > 0 {
+			f := &infos[0]
+			if len(ci.Paths) > 0 && slices.Equal(ci.Paths, f.Paths) {
+				ci.Paths, fl = nil, fl|odSamePaths
+			}
+			if len(ci.CM) > 0 && slices.Equal(ci.CM, f.CM) && ci.CMQPN == f.CMQPN {
+				ci.CM, ci.CMQPN, fl = nil, 0, fl|odSameCM
+			}
+		}
+		m := ci.Marshal()
+		b = append(b, fl)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(m)))
+		b = append(b, m...)
 	}
 	if len(b) > udcm.MaxPayload {
-		return nil, fmt.Errorf("hybridft: %w: %d rails need %d bytes of payload, at most %d", udcm.ErrMalformed, len(conns),
+		return nil, fmt.Errorf("hybridft: %w: %d rails need %d bytes of payload, at most %d", udcm.ErrMalformed, len(infos),
 			len(b), udcm.MaxPayload)
 	}
 	return b, nil
 }
 
 func unmarshalODPayload(b []byte) (odAddr, []ConnInfo, error) {
+	bad := fmt.Errorf("%w: on-demand payload of %d bytes", ErrMalformed, len(b))
 	r := reader{b: b}
 	a, err := unmarshalODAddr(r.n(int(r.u16())))
 	if err != nil || r.bad {
-		return odAddr{}, nil, fmt.Errorf("%w: on-demand payload of %d bytes", ErrMalformed, len(b))
+		return odAddr{}, nil, bad
 	}
 	n := int(r.u8())
 	infos := make([]ConnInfo, 0, n)
 	for i := 0; i < n && !r.bad; i++ {
+		fl := r.u8()
 		ci, err := UnmarshalConnInfo(r.n(int(r.u16())))
-		if err != nil {
-			return odAddr{}, nil, err
+		if err != nil || fl&^(odSamePaths|odSameCM) != 0 || i == 0 && fl != 0 {
+			return odAddr{}, nil, bad
+		}
+		if fl&odSamePaths != 0 {
+			if len(ci.Paths) != 0 {
+				return odAddr{}, nil, bad
+			}
+			ci.Paths = slices.Clone(infos[0].Paths)
+		}
+		if fl&odSameCM != 0 {
+			if len(ci.CM) != 0 || ci.CMQPN != 0 {
+				return odAddr{}, nil, bad
+			}
+			ci.CM, ci.CMQPN = slices.Clone(infos[0].CM), infos[0].CMQPN
 		}
 		infos = append(infos, ci)
 	}
 	if r.bad || len(r.b) != 0 {
-		return odAddr{}, nil, fmt.Errorf("%w: on-demand payload of %d bytes", ErrMalformed, len(b))
+		return odAddr{}, nil, bad
 	}
 	return a, infos, nil
 }

@@ -170,9 +170,12 @@ func TestOnDemandDialPutGet(t *testing.T) {
 	testutil.CheckGoroutines(t)
 	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
 	require.Zero(t, a.qps(), "nothing per peer before the first Dial")
+	require.Nil(t, a.d.Connected(b.id))
 	ca := a.dial(t, b)
 	cb := b.dial(t, a) // waits for the RTU if it has not arrived yet
 	requirePaired(t, a, b, ca, cb, 2)
+	require.True(t, sameConns(ca, a.d.Connected(b.id)))
+	require.True(t, sameConns(cb, b.d.Connected(a.id)))
 	require.Equal(t, 2, a.qps())
 	require.Equal(t, 2, b.qps())
 	require.True(t, sameConns(ca, a.dial(t, b)), "idempotent")
@@ -484,39 +487,58 @@ func TestOnDemandCloseAndBadInput(t *testing.T) {
 	require.Len(t, b.acceptCalls(1), 1)
 }
 
-// The wire formats: an address and a payload round-trip; undecodable ones are errors.
+// The wire formats: an address and a payload round-trip; the rails' shared paths and CM
+// addresses travel once (8 rails of one device fit with room to spare); undecodable ones are
+// errors.
 func TestOnDemandWire(t *testing.T) {
 	addr := marshalODAddr(2, 77, []string{"127.0.0.1:1", "127.0.0.1:2"})
 	a, err := unmarshalODAddr(addr)
 	require.NoError(t, err)
 	require.Equal(t, odAddr{rails: 2, qpn: 77, cm: []string{"127.0.0.1:1", "127.0.0.1:2"}}, a)
-	ci := ConnInfo{Addr: "x:1", LID: 1, QPN: 2, PSN: 3, ID: 5, Port: 1, Paths: []PortPath{{Addr: "x:1"}}, CM: []string{"y:2"}, CMQPN: 9}
-	d := &OnDemand{addr: addr}
-	pl, err := d.payload(nil)
-	require.NoError(t, err)
-	_, infos, err := unmarshalODPayload(pl)
-	require.NoError(t, err)
-	require.Empty(t, infos)
-	b := append([]byte{}, pl[:len(pl)-1]...)
-	b = append(b, 2)
-	for range 2 {
-		m := ci.Marshal()
-		b = append(b, byte(len(m)), byte(len(m)>>8))
-		b = append(b, m...)
+	const rails = 8
+	var paths []PortPath
+	var cm []string
+	for r := 0; r < rails; r++ {
+		paths = append(paths, PortPath{Addr: fmt.Sprintf("169.254.%d.1:54321", 10+r), LID: uint16(r + 1)})
+		cm = append(cm, fmt.Sprintf("169.254.%d.1:40000", 10+r))
 	}
-	a, infos, err = unmarshalODPayload(b)
+	var infos []ConnInfo
+	single := 0
+	for r := 0; r < rails; r++ {
+		ci := ConnInfo{Addr: paths[r].Addr, LID: uint16(r + 1), QPN: uint32(100 + r), PSN: uint32(7 * r), ID: uint64(r)<<8 | 1,
+			Port: uint8(r + 1), Paths: paths, CM: cm, CMQPN: 9}
+		single = len(ci.Marshal())
+		infos = append(infos, ci)
+	}
+	infos = append(infos, ConnInfo{Addr: "x:1", QPN: 3, PSN: 4}) // a pass-through rail: version 1
+	pl, err := marshalODPayload(addr, infos)
 	require.NoError(t, err)
-	require.Equal(t, []ConnInfo{ci, ci}, infos)
+	require.Less(t, len(pl), 2*single+rails*60, "shared parts travel once")
+	a, got, err := unmarshalODPayload(pl)
+	require.NoError(t, err)
+	require.Equal(t, infos, got)
 	require.Equal(t, uint8(2), a.rails)
-	for _, bad := range [][]byte{nil, b[:len(b)-1], append(append([]byte{}, b...), 0), pl[:3]} {
+	first := 2 + len(addr) + 1 // flags byte of rail 0
+	flagged := append([]byte{}, pl...)
+	flagged[first] = odSamePaths
+	unknown := append([]byte{}, pl...)
+	unknown[first] = 4
+	for i, bad := range [][]byte{nil, pl[:len(pl)-1], append(append([]byte{}, pl...), 0), pl[:3], flagged, unknown} {
 		_, _, err = unmarshalODPayload(bad)
-		require.ErrorIs(t, err, ErrMalformed)
+		require.ErrorIs(t, err, ErrMalformed, "case %d", i)
 	}
+	_, err = marshalODPayload(addr, []ConnInfo{{Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))},
+		{Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))},
+		{Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))},
+		{Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))}, {Addr: string(make([]byte, 255))},
+		{Addr: string(make([]byte, 255))}})
+	require.ErrorIs(t, err, udcm.ErrMalformed, "over udcm.MaxPayload")
 }
 
 func FuzzOnDemandPayload(f *testing.F) {
-	d := &OnDemand{addr: marshalODAddr(1, 3, []string{"a:1"})}
-	pl, _ := d.payload(nil)
+	pl, _ := marshalODPayload(marshalODAddr(1, 3, []string{"a:1"}), []ConnInfo{
+		{Addr: "a:2", QPN: 1, ID: 3, Port: 1, Paths: []PortPath{{Addr: "a:2"}}, CM: []string{"a:1"}, CMQPN: 3},
+		{Addr: "a:3", QPN: 2, ID: 5, Port: 2, Paths: []PortPath{{Addr: "a:2"}}, CM: []string{"a:1"}, CMQPN: 3}})
 	f.Add(pl)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, _, err := unmarshalODPayload(b); err != nil {
@@ -654,4 +676,41 @@ func TestFabricOnDemandRailCopies(t *testing.T) {
 		require.Equal(t, int64(rails-1), sb.Ignored, "the RTU's other copies")
 		transfer(t, a, b, ca[rails-1], 0, 7)
 	})
+}
+
+// Without an accept callback, connections a peer dialed reach the consumer through Dial or
+// Connected; Close closes those never handed out and leaves the others to the consumer.
+func TestOnDemandNilAccept(t *testing.T) {
+	for _, ask := range []bool{false, true} {
+		t.Run(fmt.Sprintf("connected=%v", ask), func(t *testing.T) {
+			testutil.CheckGoroutines(t)
+			nd := newNode(t, testOptions(), 2, 1<<12)
+			d, err := nd.m.OnDemand([]*Endpoint{nd.ep, nd.ep.WithPort(2)}, 1, odJob, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, d.Close()) })
+			a := &odNode{node: nd, id: 1, d: d}
+			b := newODNode(t, 2, 2)
+			cb := b.dial(t, a)
+			require.Len(t, cb, 2)
+			require.Eventually(t, func() bool {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				p := d.peers[b.id]
+				return p != nil && p.role == odDone
+			}, 30*time.Second, time.Millisecond)
+			require.Equal(t, 2, a.qps())
+			var ca []*Conn
+			if ask {
+				require.Eventually(t, func() bool { ca = d.Connected(b.id); return ca != nil }, 30*time.Second, time.Millisecond)
+				t.Cleanup(func() { closeConns(ca) })
+			}
+			require.NoError(t, d.Close())
+			if ask {
+				require.Equal(t, 2, a.qps(), "handed out: the consumer's")
+				transfer(t, a, b, ca[1], 0, 5)
+			} else {
+				require.Zero(t, a.qps(), "never handed out: closed")
+			}
+		})
+	}
 }
