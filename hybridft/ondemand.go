@@ -47,10 +47,14 @@ const odIdleResends = 16
 //	Dial returns the conns
 //	CONN_RTU{nonce} (resent on a dup. REP) ──▶     accept(D, conns); a Dial of P for D returns
 //
-// The RTU keeps P from sending before D's queue pairs are in RTR (an RC request to a queue pair
-// in INIT is dropped and would cost P its retries); D may send at once since P's queue pairs
-// respond from RTR. A CONN_REJ (resources, undecodable payload) fails the attempt on both
-// sides; a later Dial starts over.
+// P's queue pairs are connected when it sends the REP, so D may send as soon as Dial returns;
+// P's consumer learns of the connection only at the RTU, so nothing is sent to D's queue pairs
+// before they leave INIT (an RC request to a queue pair in INIT is dropped and would cost P its
+// retries). A CONN_REJ (resources, undecodable payload) fails the attempt on both sides; a later
+// Dial starts over. P resends its REP at most 16 times while no Dial of D waits on P (the
+// attempt stays: D's resent REQ is answered from the cache). The CM sends every message on every
+// rail; the copies of a message are answered once (a duplicate within Options.Resend/2 of the
+// last send is not answered), so the message count grows linearly with the rails.
 //
 // Simultaneous dials (both sides dial each other before either REQ arrives): the lower process
 // id's REQ wins. The higher side closes its pending queue pairs, accepts the lower's REQ, and
@@ -60,7 +64,9 @@ const odIdleResends = 16
 // before any Dial of that peer returns. Messages of another job or for another process, stale
 // nonces and undecodable payloads are ignored (OnDemandStats.Ignored). A Dial whose context
 // ends leaves its pending queue pairs in place (the passive side may have connected to them):
-// a later Dial resumes the same attempt.
+// a later Dial resumes the same attempt. Connections are never torn down by the protocol: a
+// process that re-opens its OnDemand (new attempt nonces) cannot re-dial a peer that still holds
+// a connection to it (its REQs are stale there).
 type OnDemand struct {
 	m         *Manager
 	eps       []*Endpoint
