@@ -714,3 +714,48 @@ func TestOnDemandNilAccept(t *testing.T) {
 		})
 	}
 }
+
+// The other CONN_REJ paths: a dialer that cannot use a CONN_REP (undecodable payload) fails its
+// Dial and closes its queue pairs; a passive side that gets a CONN_REJ for the attempt it
+// accepted closes its queue pairs, and accepts the dialer's next REQ afresh.
+func TestOnDemandRejectPaths(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	nonceOf := func(n *odNode, peer uint32) uint32 {
+		n.d.mu.Lock()
+		defer n.d.mu.Unlock()
+		return n.d.peers[peer].nonce
+	}
+	// (1) a malformed REP
+	b.setDrop(func(*udcm.Msg) bool { return true })
+	errc := make(chan error, 1)
+	go func() { _, err := a.d.Dial(context.Background(), b.id, b.d.Addr()); errc <- err }()
+	require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second, time.Millisecond)
+	rep := udcm.Msg{Type: udcm.ConnREP, Src: uint64(b.id), Dst: uint64(a.id), Seq: odJob, Inc: nonceOf(a, b.id), Payload: []byte{1, 2, 3}}
+	require.NoError(t, b.m.CM().Send(a.m.CM().Addrs(), a.m.CM().QPN(), &rep))
+	require.ErrorIs(t, <-errc, ErrMalformed)
+	require.Zero(t, a.qps())
+	require.Equal(t, int64(1), a.d.Stats().Rejected, "a sent a REJ")
+
+	// (2) b accepted (its REP does not reach a), then a REJ for that attempt arrives
+	var gate atomic.Bool
+	gate.Store(true)
+	a.setDrop(func(m *udcm.Msg) bool { return gate.Load() && m.Type == udcm.ConnREP })
+	b.setDrop(nil)
+	done := make(chan []*Conn, 1)
+	go func() { done <- a.dial(t, b) }()
+	require.Eventually(t, func() bool { r, _ := b.peerState(a.id); return r == odAccepting }, 30*time.Second, time.Millisecond)
+	b.setDrop(func(m *udcm.Msg) bool { return m.Type == udcm.ConnREQ }) // hold a's resends back
+	rej := udcm.Msg{Type: udcm.ConnREJ, Status: udcm.RejMalformed, Src: uint64(a.id), Dst: uint64(b.id), Seq: odJob,
+		Inc: nonceOf(b, a.id)}
+	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &rej))
+	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
+	require.Zero(t, b.qps(), "b closed the rejected attempt's queue pairs")
+	b.setDrop(nil)
+	gate.Store(false)
+	ca := <-done
+	cb := b.dial(t, a)
+	requirePaired(t, a, b, ca, cb, 2)
+	require.Equal(t, 2, b.qps())
+	transfer(t, b, a, cb[1], 0, 9)
+}
