@@ -2,10 +2,10 @@ package sched
 
 // Fragment is the one-sided policy of seed 000 ch. 5: operations below the switchover threshold
 // go whole (§5.2.3), multiplexed as Even multiplexes them (mux: on the previous operation's
-// subchannel while it is idle, else the least busy one, round robin on ties); larger ones are cut by load-balanced fragmentation (§5.2.2):
-// the policy keeps, per subchannel, independent load queues — the bytes of RDMA writes (puts,
-// accumulates) and of RDMA reads (gets) scheduled and not yet completed — because writes and
-// reads use the link in opposite directions. A put is spread so that the write loads become as
+// subchannel while it is idle, else the least busy one, round robin on ties); larger ones are
+// cut by load-balanced fragmentation (§5.2.2): the policy keeps, per subchannel, independent
+// load queues — the bytes of RDMA writes (puts, accumulates) and of RDMA reads (gets) scheduled
+// and not yet completed — because writes and reads use the link in opposite directions. A put is spread so that the write loads become as
 // equal as possible (water filling: the least loaded subchannels are filled first), a get
 // likewise on the read loads. With one kind of operation and empty queues this is equal
 // fragmentation; with a mix of equal-size puts and gets it falls back to equal fragmentation
