@@ -51,7 +51,9 @@ const odIdleResends = 16
 // P's consumer learns of the connection only at the RTU, so nothing is sent to D's queue pairs
 // before they leave INIT (an RC request to a queue pair in INIT is dropped and would cost P its
 // retries). A CONN_REJ (resources, undecodable payload) fails the attempt on both sides; a later
-// Dial starts over. P resends its REP at most 16 times while no Dial of D waits on P (the
+// Dial starts over. A CONN_REP of an attempt the dialer no longer has (failed, or an OnDemand
+// closed and opened again) is answered with a CONN_REJ, so the passive side closes the queue
+// pairs it holds for it. P resends its REP at most 16 times while no Dial of D waits on P (the
 // attempt stays: D's resent REQ is answered from the cache). The CM sends every message on every
 // rail; the copies of a message are answered once (a duplicate within Options.Resend/2 of the
 // last send is not answered), so the message count grows linearly with the rails.
@@ -476,7 +478,14 @@ func (d *OnDemand) onREP(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
 	p := d.peers[peer]
 	switch {
 	case p == nil || p.nonce != msg.Inc:
+		// a REP of an attempt we abandoned (failed, closed, an earlier OnDemand): reject it, so
+		// the peer closes the queue pairs it holds for it (a REJ only ends the attempt of its
+		// nonce, which we will never complete)
 		d.stats.ignored.Add(1)
+		if a, _, err := unmarshalODPayload(msg.Payload); err == nil {
+			d.stats.rejected.Add(1)
+			d.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejStale)
+		}
 		return nil
 	case p.role == odDone && p.dialer:
 		d.answer(p, now, true) // our RTU was lost

@@ -142,7 +142,8 @@ func sameConns(x, y []*Conn) bool {
 }
 
 // transfer writes a pattern from one node into the other's memory over conn c, reads it back
-// into a fresh area and checks both.
+// into a fresh area and checks both: from.buf[off:off+2048] and to.buf[off:off+1024]. Callers
+// use disjoint areas per transfer (a retransmitted read may be served after it completed).
 func transfer(t *testing.T, from, to *odNode, c *Conn, off int, seed byte) {
 	t.Helper()
 	const n = 1024
@@ -437,7 +438,7 @@ func TestOnDemandMesh(t *testing.T) {
 		s := nd.d.Stats()
 		dialed += s.Dialed
 		accepted += s.Accepted
-		transfer(t, nd, nodes[(i+1)%n], got[i][(i+1)%n][i%rails], 0, byte(70+i))
+		transfer(t, nd, nodes[(i+1)%n], got[i][(i+1)%n][i%rails], 2048*i, byte(70+i)) // disjoint areas: a late duplicate read may still read the last one
 	}
 	require.Equal(t, int64(n*(n-1)/2), dialed, "one dialer per pair")
 	require.Equal(t, int64(n*(n-1)/2), accepted, "one passive side per pair")
@@ -625,7 +626,7 @@ func TestFabricOnDemandMesh(t *testing.T) {
 			}
 			s := nodes[i].d.Stats()
 			dialed, accepted, resent = dialed+s.Dialed, accepted+s.Accepted, resent+s.Resent
-			transfer(t, nodes[i], nodes[(i+1)%n], got[i][(i+1)%n][i%rails], 0, byte(110+i))
+			transfer(t, nodes[i], nodes[(i+1)%n], got[i][(i+1)%n][i%rails], 2048*i, byte(110+i))
 		}
 		require.Equal(t, int64(n*(n-1)/2), dialed, "one dialer per pair")
 		require.Equal(t, int64(n*(n-1)/2), accepted, "one passive side per pair")
@@ -716,46 +717,87 @@ func TestOnDemandNilAccept(t *testing.T) {
 }
 
 // The other CONN_REJ paths: a dialer that cannot use a CONN_REP (undecodable payload) fails its
-// Dial and closes its queue pairs; a passive side that gets a CONN_REJ for the attempt it
-// accepted closes its queue pairs, and accepts the dialer's next REQ afresh.
+// Dial, closes its queue pairs and sends a CONN_REJ; the passive side that had accepted that
+// attempt closes its queue pairs too; the next Dial is a new attempt that both sides complete
+// (late REPs of the failed one are stale).
 func TestOnDemandRejectPaths(t *testing.T) {
 	testutil.CheckGoroutines(t)
-	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
 	nonceOf := func(n *odNode, peer uint32) uint32 {
 		n.d.mu.Lock()
 		defer n.d.mu.Unlock()
 		return n.d.peers[peer].nonce
 	}
-	// (1) a malformed REP
-	b.setDrop(func(*udcm.Msg) bool { return true })
+	for _, accepted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("accepted=%v", accepted), func(t *testing.T) {
+			a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+			var gate atomic.Bool
+			gate.Store(true)
+			if accepted {
+				// b accepts; its true REPs do not reach a
+				a.setDrop(func(m *udcm.Msg) bool { return gate.Load() && m.Type == udcm.ConnREP && len(m.Payload) != 3 })
+			} else {
+				b.setDrop(func(*udcm.Msg) bool { return gate.Load() })
+			}
+			errc := make(chan error, 1)
+			go func() { _, err := a.d.Dial(context.Background(), b.id, b.d.Addr()); errc <- err }()
+			if accepted {
+				require.Eventually(t, func() bool { r, _ := b.peerState(a.id); return r == odAccepting }, 30*time.Second,
+					time.Millisecond)
+			} else {
+				require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second,
+					time.Millisecond)
+			}
+			rep := udcm.Msg{Type: udcm.ConnREP, Src: uint64(b.id), Dst: uint64(a.id), Seq: odJob, Inc: nonceOf(a, b.id),
+				Payload: []byte{1, 2, 3}}
+			require.NoError(t, b.m.CM().Send(a.m.CM().Addrs(), a.m.CM().QPN(), &rep))
+			require.ErrorIs(t, <-errc, ErrMalformed)
+			require.Zero(t, a.qps())
+			require.Equal(t, int64(1), a.d.Stats().Rejected, "a sent a REJ")
+			if accepted {
+				require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
+				require.Zero(t, b.qps(), "b closed the rejected attempt's queue pairs")
+			}
+			gate.Store(false)
+			ca := a.dial(t, b)
+			cb := b.dial(t, a)
+			requirePaired(t, a, b, ca, cb, 2)
+			require.Equal(t, 2, b.qps())
+			transfer(t, b, a, cb[1], 0, 9)
+		})
+	}
+}
+
+// A CONN_REP of an attempt the dialer abandoned (here: it closed its OnDemand and opened
+// another) is answered with CONN_REJ, so the passive side closes the queue pairs it held for
+// it; the new OnDemand then connects.
+func TestOnDemandStaleREP(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	a.setDrop(func(m *udcm.Msg) bool { return m.Type == udcm.ConnREP })
 	errc := make(chan error, 1)
 	go func() { _, err := a.d.Dial(context.Background(), b.id, b.d.Addr()); errc <- err }()
-	require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second, time.Millisecond)
-	rep := udcm.Msg{Type: udcm.ConnREP, Src: uint64(b.id), Dst: uint64(a.id), Seq: odJob, Inc: nonceOf(a, b.id), Payload: []byte{1, 2, 3}}
-	require.NoError(t, b.m.CM().Send(a.m.CM().Addrs(), a.m.CM().QPN(), &rep))
-	require.ErrorIs(t, <-errc, ErrMalformed)
-	require.Zero(t, a.qps())
-	require.Equal(t, int64(1), a.d.Stats().Rejected, "a sent a REJ")
-
-	// (2) b accepted (its REP does not reach a), then a REJ for that attempt arrives
-	var gate atomic.Bool
-	gate.Store(true)
-	a.setDrop(func(m *udcm.Msg) bool { return gate.Load() && m.Type == udcm.ConnREP })
-	b.setDrop(nil)
-	done := make(chan []*Conn, 1)
-	go func() { done <- a.dial(t, b) }()
 	require.Eventually(t, func() bool { r, _ := b.peerState(a.id); return r == odAccepting }, 30*time.Second, time.Millisecond)
-	b.setDrop(func(m *udcm.Msg) bool { return m.Type == udcm.ConnREQ }) // hold a's resends back
-	rej := udcm.Msg{Type: udcm.ConnREJ, Status: udcm.RejMalformed, Src: uint64(a.id), Dst: uint64(b.id), Seq: odJob,
-		Inc: nonceOf(b, a.id)}
-	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &rej))
-	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
-	require.Zero(t, b.qps(), "b closed the rejected attempt's queue pairs")
-	b.setDrop(nil)
-	gate.Store(false)
-	ca := <-done
-	cb := b.dial(t, a)
-	requirePaired(t, a, b, ca, cb, 2)
 	require.Equal(t, 2, b.qps())
-	transfer(t, b, a, cb[1], 0, 9)
+	require.NoError(t, a.d.Close())
+	require.ErrorIs(t, <-errc, ErrClosed)
+	d2, err := a.m.OnDemand(a.eps, a.id, odJob, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d2.Close()) })
+	b.d.mu.Lock()
+	b.d.peers[a.id].resends = 0 // b's idle REP resends may have run out while the test was descheduled
+	b.d.mu.Unlock()
+	// b's REP resends reach d2, which rejects them
+	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
+	require.Positive(t, d2.Stats().Rejected)
+	require.Zero(t, b.qps(), "b closed the abandoned attempt's queue pairs")
+	ca, err := d2.Dial(context.Background(), b.id, b.d.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { closeConns(ca) })
+	cb := b.dial(t, a)
+	require.Len(t, ca, 2)
+	for i := range ca {
+		require.Equal(t, cb[i].QP().Num(), ca[i].QP().Query().DestQPN)
+	}
+	require.Equal(t, 2, b.qps())
+	transfer(t, b, a, cb[0], 0, 11)
 }

@@ -76,6 +76,9 @@ const (
 	RejResources = 8
 	// RejMalformed (ConnREJ): the receiver could not decode the Payload.
 	RejMalformed = 16
+	// RejStale (ConnREJ): the receiver knows no attempt of that nonce (a ConnREP of an attempt
+	// its dialer abandoned).
+	RejStale = 32
 )
 
 // MaxAtomics bounds the atomic results a message carries.
