@@ -148,7 +148,12 @@ func TestConnInfoV2RoundTrip(t *testing.T) {
 func TestAPMRailDownStream(t *testing.T) {
 	testutil.CheckGoroutines(t)
 	const size, chunk = 16 << 20, 64 << 10
-	a, b := newNode(t, testOptions(), 2, size), newNode(t, testOptions(), 2, size)
+	// The port going down is reported at once (the provider fails the port's streams: early
+	// detection), so the ACK timeout can be generous: with the 10 ms of testOptions a loaded
+	// machine (-race, 2 cores) stalls the healthy rail's ACKs long enough to migrate it too.
+	o := testOptions()
+	o.AckTimeout, o.RetryCount = 100*time.Millisecond, 7
+	a, b := newNode(t, o, 2, size), newNode(t, o, 2, size)
 	link(t, a, b, 2, ConnectOptions{})
 	waitArmed(t, a.conns...)
 	waitArmed(t, b.conns...)
