@@ -42,6 +42,11 @@ func newODNodeJob(t *testing.T, id, job uint32, rails int) *odNode {
 	return attachOD(t, newNode(t, testOptions(), rails, 1<<16), id, job, rails)
 }
 
+func newODNodeWith(t *testing.T, o Options, id uint32, rails, size int) *odNode {
+	t.Helper()
+	return attachOD(t, newNode(t, o, rails, size), id, odJob, rails)
+}
+
 // attachOD opens an OnDemand on nd's manager with one endpoint per rail.
 func attachOD(t *testing.T, nd *node, id, job uint32, rails int) *odNode {
 	t.Helper()
@@ -800,4 +805,51 @@ func TestOnDemandStaleREP(t *testing.T) {
 	}
 	require.Equal(t, 2, b.qps())
 	transfer(t, b, a, cb[0], 0, 11)
+}
+
+// On-demand connections are ordinary fault-tolerant connections: a rail pulled in the middle of
+// a stream of writes striped over both is handled by APM (with APM) or by the software
+// re-establishment over the same UD connection manager (without), every write completes once
+// and the data arrive intact.
+func TestOnDemandFailover(t *testing.T) {
+	for _, useAPM := range []bool{true, false} {
+		t.Run(fmt.Sprintf("apm=%v", useAPM), func(t *testing.T) {
+			testutil.CheckGoroutines(t)
+			const size, chunk = 4 << 20, 32 << 10
+			o := testOptions()
+			o.APM = useAPM
+			a, b := newODNodeWith(t, o, 1, 2, size), newODNodeWith(t, o, 2, 2, size)
+			ca := a.dial(t, b)
+			cb := b.dial(t, a)
+			requirePaired(t, a, b, ca, cb, 2)
+			if useAPM {
+				waitArmed(t, ca...)
+				waitArmed(t, cb...)
+			}
+			for i := range a.buf {
+				a.buf[i] = byte(i*13 + i>>10)
+			}
+			cl := newCollector(a.ep)
+			n := size / chunk
+			for i := 0; i < n; i++ {
+				if i == n/3 {
+					require.NoError(t, a.drv.SetPortDown(1, true))
+				}
+				off := i * chunk
+				postRetry(t, ca[i%2], cl, &ibv.SendWR{ID: uint64(i), Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(off, chunk)},
+					RemoteAddr: b.mr.Addr + uint64(off), RKey: b.mr.RKey})
+				cl.poll(t)
+			}
+			cl.waitAll(t, n)
+			requireAllOK(t, cl)
+			require.Equal(t, a.buf, b.buf, "data at the target")
+			s := ca[0].Stats()
+			if useAPM {
+				require.Equal(t, int64(1), s.PathMigrations, "APM moved rail 1's queue pair")
+			} else {
+				require.Positive(t, s.Recoveries, "the software recovery re-established rail 1's queue pair")
+			}
+			require.Equal(t, uint8(2), ca[0].Port())
+		})
+	}
 }
