@@ -37,6 +37,26 @@ type Transport interface {
 	Probe(ctx context.Context, path ibv.AHAttr) error
 }
 
+// RefSender is an optional extension of a Transport that can send a payload without copying
+// it: SendRef is Send, except that the transport may keep payload — a view of registered memory
+// (an MR or a work request's local buffer) — and read it after returning, until the packet is
+// written. The engine uses it only for such views, never for its scratch buffers. Reading after
+// returning is safe because the engine completes a request only once it is acknowledged, which
+// implies its packets were written; a packet still queued after that is a retransmitted
+// duplicate, which the responder discards whatever bytes it carries. The transport must read
+// the memory only through the kernel (a system call): memory unmapped meanwhile is then an
+// error (EFAULT) instead of a fault, and the race detector, which does not see those reads,
+// reports no race between a late duplicate and the owner's next use of its buffer.
+type RefSender interface {
+	SendRef(path ibv.AHAttr, hdr, payload []byte) error
+}
+
+// RefReplier is the RefSender extension of a Link (RDMA read responses are views of the
+// responder's registered memory).
+type RefReplier interface {
+	ReplyRef(hdr, payload []byte) error
+}
+
 // Link is the way back to the sender of an inbound packet: responses (ACKs, read responses,
 // atomic ACKs) go back on the link their request came in on.
 type Link interface {
@@ -51,6 +71,7 @@ type Link interface {
 // and calls EndBatch before it blocks for more input. A nil Batch sends ACKs at once.
 type Batch struct {
 	qps []*QP
+	tmp [wire.MaxHeaderLen]byte // header scratch (place.go)
 }
 
 // Config configures an engine.
@@ -68,6 +89,12 @@ type Config struct {
 	Tick time.Duration
 	// Window is the number of packets a QP keeps in flight before it waits for ACKs (default 128).
 	Window int
+	// SegmentSize, when larger than a queue pair's path MTU, is the RC segment size in bytes
+	// (the payload of one PSN) on this engine (0: the path MTU). IB's path MTU (at most 4 KiB)
+	// is a link-layer limit that a byte stream does not have, and per-packet costs (headers,
+	// locks, system calls) dominate 4 KiB packets. Both ends of a connection must use the same
+	// value: the responder segments read responses and the requester checks them.
+	SegmentSize int
 	// Log receives debug and warning messages (default: none).
 	Log *zerolog.Logger
 	// Reliable declares that the transport neither loses nor reorders packets while a path is
@@ -83,6 +110,7 @@ type Config struct {
 type Engine struct {
 	cfg    Config
 	tr     Transport
+	ref    RefSender // tr's zero-copy send, or nil
 	log    zerolog.Logger
 	floor  int64 // ns
 	window int32
@@ -113,6 +141,9 @@ func New(cfg Config) *Engine {
 	}
 	e := &Engine{cfg: cfg, tr: cfg.Transport, floor: int64(cfg.TimeoutFloor), window: int32(cfg.Window),
 		qps: make(map[uint32]*QP), kick: make(chan struct{}, 1)}
+	if rs, ok := cfg.Transport.(RefSender); ok {
+		e.ref = rs
+	}
 	if cfg.Log != nil {
 		e.log = *cfg.Log
 	} else {
@@ -185,20 +216,25 @@ func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
 		e.log.Debug().Err(err).Msg("engine: dropped malformed packet")
 		return
 	}
+	e.deliver(b, &p, link)
+}
+
+func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	q := e.lookup(p.DestQPN)
 	if q == nil {
 		return
 	}
+	q.revokePlacement(link) // a packet on another link: a placement in progress may be stale
 	if e.cfg.Reliable && q.deadline.Load() != 0 {
 		q.lastRx.Store(time.Now().UnixNano())
 	}
 	switch {
 	case p.Opcode == wire.OpUDSend:
-		q.recvUD(&p, link)
+		q.recvUD(p, link)
 	case p.Opcode.IsRequest():
-		q.respond(b, &p, link)
+		q.respond(b, p, link)
 	default:
-		q.onResponse(&p)
+		q.onResponse(p)
 	}
 }
 

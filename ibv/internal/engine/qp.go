@@ -37,6 +37,8 @@ type QP struct {
 	srq  *SRQ // shared receive queue, or nil
 	srqW rwqe // the receive taken from the SRQ last
 
+	place placer // direct placement reservation (place.go)
+
 	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
 	// see FailedRequests.
 	failed    []failedWQE
@@ -134,6 +136,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	q.rqMu.Lock()
+	q.revokePlacement(nil)
 	locked := true
 	defer func() {
 		if locked {
@@ -191,6 +194,9 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	}
 	if pm := q.portMTU(a.path.PortNum); pm > 0 && a.mtu > pm && q.typ == ibv.RC && a.path.PortNum != 0 {
 		a.mtu = pm
+	}
+	if seg := q.e.cfg.SegmentSize; q.typ == ibv.RC && seg > a.mtu {
+		a.mtu = seg
 	}
 	if mask&ibv.AttrPathMigState != 0 {
 		switch {
@@ -334,6 +340,7 @@ func (q *QP) flushRecvLocked() {
 func (q *QP) Destroy() error {
 	q.dead.Store(true)
 	q.e.removeQP(q)
+	q.revokePlacement(nil)
 	q.sqMu.Lock()
 	q.sq.clear()
 	q.deadline.Store(0)
@@ -355,23 +362,28 @@ func scatter(bufs [][]byte, off uint64, src []byte) bool {
 			off -= uint64(len(b))
 			continue
 		}
-		n := copy(b[off:], src)
+		var n int
+		if samePlace(b[off:], src) { // placed there directly (place.go)
+			n = min(len(b)-int(off), len(src))
+		} else {
+			n = copy(b[off:], src)
+		}
 		src = src[n:]
 		off = 0
 	}
 	return len(src) == 0
 }
 
-// gather returns n bytes at offset off of bufs: a view when they lie in one buffer, otherwise a
-// copy into scratch.
-func gather(bufs [][]byte, off uint64, n int, scratch []byte) []byte {
+// gather returns n bytes at offset off of bufs: a view when they lie in one buffer (view true),
+// otherwise a copy into scratch.
+func gather(bufs [][]byte, off uint64, n int, scratch []byte) (out []byte, view bool) {
 	for i, b := range bufs {
 		if off >= uint64(len(b)) {
 			off -= uint64(len(b))
 			continue
 		}
 		if off+uint64(n) <= uint64(len(b)) {
-			return b[off : off+uint64(n)]
+			return b[off : off+uint64(n) : off+uint64(n)], true
 		}
 		out := scratch[:0]
 		for _, bb := range bufs[i:] {
@@ -383,9 +395,9 @@ func gather(bufs [][]byte, off uint64, n int, scratch []byte) []byte {
 			k := min(len(bb), n-len(out))
 			out = append(out, bb[:k]...)
 		}
-		return out
+		return out, false
 	}
-	return scratch[:0]
+	return scratch[:0], false
 }
 
 func buffersLen(bufs [][]byte) uint64 {

@@ -241,6 +241,7 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 	mtu := uint64(s.a.mtu)
 	h := wire.Header{DestQPN: s.a.destQPN, PSN: psn, SrcQPN: q.num}
 	var payload []byte
+	view := false // payload is a view of registered memory (RefSender may keep it)
 	next := k + 1
 	off := uint64(k) * mtu
 	segment := func() {
@@ -248,13 +249,14 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 		if s.pbuf == nil {
 			s.pbuf = make([]byte, 0, s.a.mtu)
 		}
-		payload = gather(w.bufs, off, int(n), s.pbuf[:0])
+		payload, view = gather(w.bufs, off, int(n), s.pbuf[:0])
+		view = view && w.flags&ibv.SendInline == 0
 		if k == 0 {
 			h.Flags |= wire.FlagFirst
 		}
 		if k == w.npkts-1 {
 			h.Flags |= wire.FlagLast | wire.FlagAckReq
-		} else if psn%32 == 0 {
+		} else if psn%ackEvery(s.a.mtu) == 0 {
 			h.Flags |= wire.FlagAckReq
 		}
 	}
@@ -299,7 +301,12 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 		q.e.log.Error().Err(err).Uint32("qp", q.num).Msg("engine: cannot encode request")
 		return next
 	}
-	if err := q.e.tr.Send(s.a.path, hdr, payload); err != nil {
+	if view && q.e.ref != nil {
+		err = q.e.ref.SendRef(s.a.path, hdr, payload)
+	} else {
+		err = q.e.tr.Send(s.a.path, hdr, payload)
+	}
+	if err != nil {
 		// the path is known to be broken: retry at the next timer tick instead of after the
 		// ACK timeout (each such retry still counts against RetryCnt)
 		q.e.log.Debug().Err(err).Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: send failed (path fault)")
@@ -311,6 +318,15 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 	}
 	return next
 }
+
+// ackBytes bounds the payload between two ACK requests of a multi-packet message: on a stream
+// the ACK timer is a liveness timer (Config.Reliable), so a writer must hear from its responder
+// well within the ACK timeout even on a slow rail (256 KiB: 20 ms at 100 Mbit/s).
+const ackBytes = 256 << 10
+
+// ackEvery is the PSN interval of ACK requests within a message of mtu-byte packets: every 32
+// packets, and at least every ackBytes.
+func ackEvery(mtu int) uint32 { return uint32(max(1, min(32, ackBytes/max(mtu, 1)))) }
 
 func atomicOpOf(o ibv.Opcode) wire.AtomicOp {
 	switch o {
@@ -542,6 +558,7 @@ func (q *QP) flushAllLocked(status ibv.WCStatus, _ []ibv.WC) {
 	s.cur, s.curPkt = s.head, 0
 	s.rnrWait = false
 	q.deadline.Store(0)
+	q.revokePlacement(nil)
 	q.rqMu.Lock()
 	q.flushRecvLocked()
 	q.rsp.closeMsg()

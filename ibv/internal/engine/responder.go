@@ -82,6 +82,26 @@ func (q *QP) reply(link Link, h *wire.Header, payload []byte) {
 	}
 }
 
+// replyRef is reply for a payload that is a view of registered memory: a RefReplier link may
+// send it without copying (see RefSender).
+func (q *QP) replyRef(link Link, h *wire.Header, payload []byte) {
+	rr, ok := link.(RefReplier)
+	if !ok {
+		q.reply(link, h, payload)
+		return
+	}
+	h.DestQPN = q.rq.a.destQPN
+	h.SrcQPN = q.num
+	hdr, err := wire.AppendHeader(q.rsp.hbuf[:0], h, len(payload))
+	if err != nil {
+		q.e.log.Error().Err(err).Msg("engine: cannot encode response")
+		return
+	}
+	if err := rr.ReplyRef(hdr, payload); err != nil {
+		q.e.log.Debug().Err(err).Uint32("qp", q.num).Msg("engine: reply failed")
+	}
+}
+
 func (q *QP) sendAck(link Link, psn uint32, syn wire.Syndrome, msn uint32) {
 	h := wire.Header{Opcode: wire.OpAck, Flags: wire.FlagOnly, PSN: psn & wire.PSNMask,
 		AETH: wire.AETH{Syndrome: syn, MSN: msn & wire.PSNMask}}
@@ -269,9 +289,11 @@ func (q *QP) recvWrite(p *wire.Packet, link Link, first, last bool) bool {
 			return false
 		}
 	}
-	raceMemLock()
-	copy(r.dst[r.off:], p.Payload)
-	raceMemUnlock()
+	if !samePlace(r.dst[r.off:], p.Payload) { // else placed there directly (place.go)
+		raceMemLock()
+		copy(r.dst[r.off:], p.Payload)
+		raceMemUnlock()
+	}
 	r.off += uint64(len(p.Payload))
 	if last && p.Flags&wire.FlagImm != 0 {
 		s, _ := q.popRecv()
@@ -385,8 +407,8 @@ func (q *QP) readResponses(p *wire.Packet, link Link, psn uint32) (uint32, bool)
 		if k == n-1 {
 			h.Flags |= wire.FlagLast
 		}
-		raceMemLock() // the transport copies the payload before Reply returns
-		q.reply(link, &h, src[off:end])
+		raceMemLock() // the transport may copy the payload before Reply returns
+		q.replyRef(link, &h, src[off:end:end])
 		raceMemUnlock()
 	}
 	return n, true

@@ -63,7 +63,7 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	if s.pbuf == nil || cap(s.pbuf) < int(n) {
 		s.pbuf = make([]byte, 0, max(int(n), 4096))
 	}
-	payload := gather(bufs, 0, int(n), s.pbuf[:0])
+	payload, _ := gather(bufs, 0, int(n), s.pbuf[:0])
 	hdr, err := wire.AppendHeader(s.hbuf[:0], &h, len(payload))
 	if err == nil {
 		if err := q.e.tr.Send(path, hdr, payload); err != nil {

@@ -7,20 +7,35 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/wire"
 )
 
-// directMax is the largest frame a sender writes to the socket itself when the stream is idle
-// (no writer hop for ACKs and small requests: waking a parked goroutine costs more than the write).
-const directMax = 2048
+// A stream's send side. Frames (4-byte little-endian length, packet) are written by whoever
+// finds the stream idle — the engine goroutine that sends (a poster, a reader answering, the
+// timer) writes its frame itself with one non-blocking writev of header and payload, so neither
+// a goroutine hop nor a copy stands between a request and the kernel. When the socket is full or
+// another write is in progress, the frame is queued and the stream's writer goroutine writes the
+// queue, several frames per writev, waiting for writability. Senders never block on the socket,
+// so a reader that answers a request never waits for its peer (two readers blocked writing to
+// each other would deadlock).
+//
+// A queued frame's header is copied into the queue's arena; its payload is copied too, except
+// for the payloads of SendRef/ReplyRef (views of registered memory, engine.RefSender), which are
+// queued by reference: RDMA write and read-response data then reach the kernel from the MR with
+// no copy in user space. The queue is bounded by the engine's send window.
+const (
+	copyMax   = 2048    // payloads up to this size are copied into the arena even when they may be kept
+	iovMax    = 1024    // IOV_MAX
+	arenaKeep = 1 << 20 // a drained arena larger than this is dropped, not reused
+)
 
-// conn is one TCP stream of a path. Frames (4-byte little-endian length, packet) are appended to
-// wbuf by any goroutine and written by the stream's writer, which writes everything queued in one
-// call (batching: it flushes when the queue is empty). Its reader hands frames to the engine.
-// Senders never block on the socket, so a reader that answers a request never waits for its peer.
+// conn is one TCP stream of a path; its reader hands frames to the engine (see reader).
 type conn struct {
 	d      *Driver
 	port   *port
@@ -30,79 +45,234 @@ type conn struct {
 
 	mu       sync.Mutex
 	nc       net.Conn
-	wbuf     []byte
-	spare    []byte
+	raw      syscall.RawConn
+	q        [][]byte // frames not yet written, as writev pieces
+	arena    []byte   // bytes the queue's pieces copied
+	spareQ   [][]byte
+	spareA   []byte
 	ready    bool
-	writing  bool // the writer goroutine is writing outside mu
+	writing  bool // a goroutine owns the socket's write side (outside mu)
 	err      error
 	settledC bool
-	raw      syscall.RawConn
-	direct   []byte // frame being written directly (under mu)
-	directN  int
-	directE  error
-	writeFn  func(fd uintptr) bool
+
+	// write state of the goroutine that owns the write side (writing)
+	head    [4 + wire.MaxHeaderLen + copyMax]byte // frame length, headers and a small payload
+	wbufs   [][]byte
+	iov     []unix.Iovec
+	wn      int
+	werr    error
+	wblock  bool // the writer goroutine waits for writability on EAGAIN
+	writeFn func(fd uintptr) bool
 
 	settled chan struct{} // closed when the stream is up or has failed
 	wake    chan struct{}
 	done    chan struct{}
+
+	// reader state: headers and placement of a frame being placed
+	phdr [wire.MaxHeaderLen]byte
+	pl   engine.Placement
 }
 
 func newConn(d *Driver, p *port, remote string) *conn {
-	return &conn{d: d, port: p, remote: remote, settled: make(chan struct{}), wake: make(chan struct{}, 1),
-		done: make(chan struct{})}
+	c := &conn{d: d, port: p, remote: remote, settled: make(chan struct{}), wake: make(chan struct{}, 1),
+		done: make(chan struct{}), iov: make([]unix.Iovec, 0, iovMax)}
+	c.writeFn = c.writev
+	return c
 }
 
-// Reply and RemoteAddr make a stream the engine.Link of the packets it delivers.
-func (c *conn) Reply(hdr, payload []byte) error { return c.send(hdr, payload) }
-func (c *conn) RemoteAddr() string              { return c.remote }
+// Reply, ReplyRef and RemoteAddr make a stream the engine.Link of the packets it delivers.
+func (c *conn) Reply(hdr, payload []byte) error    { return c.write(hdr, payload, false) }
+func (c *conn) ReplyRef(hdr, payload []byte) error { return c.write(hdr, payload, true) }
+func (c *conn) RemoteAddr() string                 { return c.remote }
 
-var _ engine.Link = (*conn)(nil)
+var (
+	_ engine.Link       = (*conn)(nil)
+	_ engine.RefReplier = (*conn)(nil)
+)
 
-func (c *conn) send(hdr, payload []byte) error {
+// SendRef is the zero-copy Send of the transport (engine.RefSender).
+func (t *transport) SendRef(path ibv.AHAttr, hdr, payload []byte) error {
+	c, err := (*Driver)(t).stream(path)
+	if err != nil {
+		return err
+	}
+	return c.write(hdr, payload, true)
+}
+
+var _ engine.RefSender = (*transport)(nil)
+
+// send writes or queues one frame, copying what it queues.
+func (c *conn) send(hdr, payload []byte) error { return c.write(hdr, payload, false) }
+
+// write writes or queues one frame; with ref, payload may be queued by reference (see above).
+func (c *conn) write(hdr, payload []byte, ref bool) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
 		return err
 	}
-	if n := 4 + len(hdr) + len(payload); n <= directMax && c.ready && !c.writing && len(c.wbuf) == 0 && c.raw != nil {
-		f := binary.LittleEndian.AppendUint32(c.direct[:0], uint32(len(hdr)+len(payload)))
-		f = append(append(f, hdr...), payload...)
-		c.direct = f
-		c.directN, c.directE = 0, nil
-		engine.RaceRelease()
-		if err := c.raw.Write(c.writeFn); err == nil && c.directE == nil && c.directN == len(f) {
-			c.mu.Unlock()
-			return nil
-		}
-		if c.directE != nil && c.directE != unix.EAGAIN && c.directE != unix.EINTR {
-			err := c.directE
-			c.mu.Unlock()
-			c.fail(fmt.Errorf("tcp: write to %s: %w", c.remote, err))
-			return err
-		}
-		// the socket buffer is full: the writer goroutine takes the rest
-		c.wbuf = append(c.wbuf, f[max(c.directN, 0):]...)
+	if !c.ready || c.writing || len(c.q) > 0 || c.raw == nil {
+		c.enqueueLocked(hdr, payload, ref)
+		engine.RaceRelease() // after the copies, before the bytes go out (race builds)
+		ready := c.ready
 		c.mu.Unlock()
-		select {
-		case c.wake <- struct{}{}:
-		default:
+		if ready {
+			c.kick()
 		}
 		return nil
 	}
-	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf, uint32(len(hdr)+len(payload)))
-	c.wbuf = append(c.wbuf, hdr...)
-	c.wbuf = append(c.wbuf, payload...)
-	engine.RaceRelease()
-	ready := c.ready
+	// idle stream: write the frame here
+	c.writing = true
 	c.mu.Unlock()
-	if ready {
-		select {
-		case c.wake <- struct{}{}:
-		default:
+	head := binary.LittleEndian.AppendUint32(c.head[:0], uint32(len(hdr)+len(payload)))
+	head = append(head, hdr...)
+	if len(payload) <= copyMax { // one piece: a plain write
+		head = append(head, payload...)
+		payload = nil
+	}
+	c.wbufs = append(c.wbufs[:0], head)
+	if len(payload) > 0 {
+		c.wbufs = append(c.wbufs, payload)
+	}
+	c.wn, c.werr, c.wblock = 0, nil, false
+	engine.RaceRelease()
+	rerr := c.raw.Write(c.writeFn)
+	n, werr := c.wn, c.werr
+	c.mu.Lock()
+	c.writing = false
+	if rerr == nil && (werr == nil || werr == unix.EAGAIN || werr == unix.EINTR) && c.err == nil {
+		if total := len(head) + len(payload); n < total {
+			// the socket is full: the rest goes first in the queue, to the writer goroutine
+			rest := consume(c.wbufs, n)
+			c.prependLocked(rest, ref)
+			engine.RaceRelease()
 		}
 	}
+	clear(c.wbufs)
+	kick := len(c.q) > 0 && c.err == nil
+	c.mu.Unlock()
+	if rerr != nil || (werr != nil && werr != unix.EAGAIN && werr != unix.EINTR) {
+		err := rerr
+		if err == nil {
+			err = werr
+		}
+		c.fail(fmt.Errorf("tcp: write to %s: %w", c.remote, err))
+		return err
+	}
+	if kick {
+		c.kick()
+	}
 	return nil
+}
+
+func (c *conn) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueueLocked queues a frame (mu held).
+func (c *conn) enqueueLocked(hdr, payload []byte, ref bool) {
+	start := len(c.arena)
+	c.arena = binary.LittleEndian.AppendUint32(c.arena, uint32(len(hdr)+len(payload)))
+	c.arena = append(c.arena, hdr...)
+	if !ref || len(payload) <= copyMax {
+		c.arena = append(c.arena, payload...)
+		c.pushArenaLocked(start)
+		return
+	}
+	c.pushArenaLocked(start)
+	c.q = append(c.q, payload)
+}
+
+// pushArenaLocked queues arena[start:] as a piece, merged with the last piece when that one ends
+// right before it in the same arena (many small frames make one iovec).
+func (c *conn) pushArenaLocked(start int) {
+	if k := len(c.q); k > 0 {
+		last := c.q[k-1]
+		if l := len(last); l > 0 && start >= l && &c.arena[start-l] == &last[0] {
+			c.q[k-1] = c.arena[start-l : len(c.arena) : len(c.arena)]
+			return
+		}
+	}
+	c.q = append(c.q, c.arena[start:len(c.arena):len(c.arena)])
+}
+
+// prependLocked puts the unwritten rest of a directly written frame before the queued frames
+// (mu held). A rest of the frame head (it lives in c.head) is always copied, a payload is kept by
+// reference when ref allows.
+func (c *conn) prependLocked(rest [][]byte, ref bool) {
+	var pieces [2][]byte
+	np := 0
+	for _, b := range rest {
+		if len(b) == 0 {
+			continue
+		}
+		inHead := uintptr(unsafe.Pointer(&b[0]))-uintptr(unsafe.Pointer(&c.head[0])) < uintptr(len(c.head))
+		if inHead || !ref || len(b) <= copyMax {
+			start := len(c.arena)
+			c.arena = append(c.arena, b...)
+			pieces[np] = c.arena[start:len(c.arena):len(c.arena)]
+		} else {
+			pieces[np] = b
+		}
+		np++
+	}
+	k := len(c.q)
+	for range np {
+		c.q = append(c.q, nil)
+	}
+	copy(c.q[np:], c.q[:k])
+	copy(c.q, pieces[:np])
+}
+
+// consume drops the first n bytes of bufs (in place) and returns what is left.
+func consume(bufs [][]byte, n int) [][]byte {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 && n > 0 {
+		bufs[0] = bufs[0][n:]
+	}
+	return bufs
+}
+
+// writev is the RawConn.Write callback of the goroutine owning the write side: one writev of
+// c.wbufs (at most iovMax pieces). With wblock it asks to wait for writability on EAGAIN.
+func (c *conn) writev(fd uintptr) bool {
+	iov := c.iov[:0]
+	for _, b := range c.wbufs {
+		if len(iov) == iovMax {
+			break
+		}
+		if len(b) == 0 {
+			continue
+		}
+		v := unix.Iovec{Base: &b[0]}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	c.iov = iov
+	if len(iov) == 0 {
+		c.wn, c.werr = 0, nil
+		return true
+	}
+	for {
+		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		if e == unix.EINTR {
+			continue
+		}
+		clear(c.iov[:len(iov)])
+		if e != 0 {
+			c.wn, c.werr = 0, e
+			return !(e == unix.EAGAIN && c.wblock)
+		}
+		c.wn, c.werr = int(n), nil
+		return true
+	}
 }
 
 // fail closes the stream: queued frames are dropped (the engine retransmits) and later sends
@@ -114,7 +284,8 @@ func (c *conn) fail(err error) {
 		return
 	}
 	c.err = err
-	c.wbuf, c.spare = nil, nil
+	clear(c.q)
+	c.q, c.arena, c.spareQ, c.spareA = nil, nil, nil, nil
 	nc := c.nc
 	if !c.settledC {
 		c.settledC = true
@@ -150,11 +321,6 @@ func (c *conn) up() {
 	if sc, ok := c.nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
-			c.direct = make([]byte, 0, directMax)
-			c.writeFn = func(fd uintptr) bool {
-				c.directN, c.directE = unix.Write(int(fd), c.direct)
-				return true // never wait for writability here
-			}
 		}
 	}
 	c.mu.Unlock()
@@ -223,6 +389,7 @@ func (c *conn) accept() {
 	c.up()
 }
 
+// writer writes the queued frames whenever the write side is free, waiting for writability.
 func (c *conn) writer() {
 	defer c.d.wg.Done()
 	for {
@@ -233,41 +400,85 @@ func (c *conn) writer() {
 		}
 		for {
 			c.mu.Lock()
-			if c.err != nil || len(c.wbuf) == 0 {
-				c.writing = false
+			if c.err != nil || c.writing || len(c.q) == 0 {
 				c.mu.Unlock()
 				break
 			}
-			buf := c.wbuf
-			c.wbuf = c.spare[:0]
-			c.spare = nil
+			bufs, arena := c.q, c.arena
+			c.q, c.arena = c.spareQ[:0], c.spareA[:0]
+			c.spareQ, c.spareA = nil, nil
 			c.writing = true
-			nc := c.nc
 			c.mu.Unlock()
-			_, err := nc.Write(buf)
+			err := c.writeAll(bufs)
+			clear(bufs)
+			c.mu.Lock()
+			c.writing = false
+			if c.err == nil {
+				c.spareQ = bufs[:0]
+				if cap(arena) <= arenaKeep {
+					c.spareA = arena[:0]
+				}
+			}
+			c.mu.Unlock()
 			if err != nil {
 				c.fail(fmt.Errorf("tcp: write to %s: %w", c.remote, err))
 				return
 			}
-			c.mu.Lock()
-			c.writing = false
-			if cap(buf) <= 8<<20 && c.err == nil {
-				c.spare = buf[:0]
-			}
-			c.mu.Unlock()
 		}
 	}
 }
 
+// writeAll writes bufs, waiting for writability as needed (the caller owns the write side).
+func (c *conn) writeAll(bufs [][]byte) error {
+	c.wbufs = bufs
+	defer func() { c.wbufs = nil }()
+	for len(c.wbufs) > 0 {
+		c.wn, c.werr, c.wblock = 0, nil, true
+		if err := c.raw.Write(c.writeFn); err != nil {
+			return err
+		}
+		if c.werr != nil {
+			if c.werr == unix.EAGAIN || c.werr == unix.EINTR {
+				continue
+			}
+			return c.werr
+		}
+		c.wbufs = consume(c.wbufs, c.wn)
+	}
+	return nil
+}
+
+// Receive side. The reader reads the stream into its buffer and hands whole frames to the
+// engine. A large frame whose headers have arrived but whose payload has not is offered to the
+// engine for direct placement (engine.Place): an in-order RDMA write or read response then has
+// its payload read from the socket straight into the registered memory it belongs to, with the
+// next frame's first bytes in the same readv; what was already buffered is copied.
+const (
+	placeMin = 8 << 10 // place a frame directly when at least this much of its payload is unread
+	readTail = 2 << 10 // while placing, read this much of what follows into the buffer
+)
+
+// reader hands the stream's frames to the engine until the stream fails.
 func (c *conn) reader() {
 	e := c.d.Engine()
 	var b engine.Batch
 	buf := make([]byte, readBufSize)
 	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
 	r, w := 0, 0
+	skip := 0          // bytes of a dropped frame still to discard
+	streaming := false // the last frame was placed: read little until the next one's headers
 	for {
-		n, err := rd.Read(buf[w:])
+		rb := buf[w:]
+		if streaming && len(rb) > readTail {
+			rb = rb[:readTail]
+		}
+		n, err := rd.Read(rb)
 		w += n
+		if skip > 0 {
+			k := min(skip, w-r)
+			r += k
+			skip -= k
+		}
 		for w-r >= 4 {
 			l := int(binary.LittleEndian.Uint32(buf[r:]))
 			if l > maxFrame {
@@ -275,21 +486,42 @@ func (c *conn) reader() {
 				c.fail(fmt.Errorf("%w: %d-byte frame from %s", ErrProtocol, l, c.remote))
 				return
 			}
-			if w-r < 4+l {
-				if 4+l > len(buf)-r { // make room for the whole frame
-					nb := buf
-					if 4+l > len(buf) {
-						nb = make([]byte, 4+l)
-					}
-					w = copy(nb, buf[r:w])
-					r, buf = 0, nb
+			if w-r >= 4+l {
+				streaming = false
+				if drop := c.d.cfg.DropInbound; drop == nil || !drop(c.port.num, buf[r+4:r+4+l]) {
+					e.Deliver(&b, buf[r+4:r+4+l], c)
 				}
-				break
+				r += 4 + l
+				continue
 			}
-			if drop := c.d.cfg.DropInbound; drop == nil || !drop(c.port.num, buf[r+4:r+4+l]) {
-				e.Deliver(&b, buf[r+4:r+4+l], c)
+			if 4+l-(w-r) >= placeMin && c.d.cfg.DropInbound == nil {
+				var nr, nw int
+				var perr error
+				placed := false
+				if placed, nr, nw, skip, perr = c.place(e, &b, rd, buf, r, w, l); placed {
+					r, w, streaming = nr, nw, true
+					if perr != nil {
+						e.EndBatch(&b)
+						c.fail(fmt.Errorf("tcp: read from %s: %w", c.remote, perr))
+						return
+					}
+					if skip > 0 {
+						k := min(skip, w-r)
+						r += k
+						skip -= k
+					}
+					continue
+				}
 			}
-			r += 4 + l
+			if 4+l > len(buf)-r { // make room for the whole frame
+				nb := buf
+				if 4+l > len(buf) {
+					nb = make([]byte, 4+l)
+				}
+				w = copy(nb, buf[r:w])
+				r, buf = 0, nb
+			}
+			break
 		}
 		e.EndBatch(&b)
 		if r == w {
@@ -303,4 +535,59 @@ func (c *conn) reader() {
 			return
 		}
 	}
+}
+
+// place tries direct placement of the frame of length l at buf[r:w] (its headers are there, at
+// least placeMin bytes of its payload are not). When the engine grants it, place reads the rest
+// of the payload into the destination, delivers the frame, and returns placed with the buffer's
+// new bounds (the bytes that followed the frame) and, for a frame dropped because its placement
+// was revoked, how many of its bytes are still to be discarded.
+func (c *conn) place(e *engine.Engine, b *engine.Batch, rd *pollReader, buf []byte, r, w, l int) (placed bool, nr, nw, skip int, err error) {
+	hl := engine.HeaderLen(buf[r+4 : w])
+	if hl == 0 || w-r < 4+hl || hl > l || engine.PayloadLen(buf[r+4:]) != l-hl {
+		return false, r, w, 0, nil
+	}
+	var ok bool
+	c.pl, ok = e.Place(b, buf[r+4:r+4+hl], c)
+	pl := &c.pl
+	if !ok {
+		return false, r, w, 0, nil
+	}
+	// the deferred ACKs go out before a read that may wait: a sender streaming large frames
+	// would otherwise wait for them with its window full
+	e.EndBatch(b)
+	hdr := c.phdr[:copy(c.phdr[:], buf[r+4:r+4+hl])]
+	dst := pl.Dst
+	got := w - (r + 4 + hl)
+	revoked := false
+	if pl.Begin() {
+		copy(dst, buf[r+4+hl:w])
+		pl.End()
+	} else {
+		revoked = true
+	}
+	w = 0
+	for got < len(dst) && !revoked {
+		var n int
+		n, revoked, err = rd.ReadPlaced(dst[got:], buf[:readTail], pl)
+		if revoked {
+			break
+		}
+		if n > len(dst)-got {
+			w = n - (len(dst) - got)
+			got = len(dst)
+		} else {
+			got += n
+		}
+		if err != nil {
+			return true, 0, w, 0, err
+		}
+	}
+	if revoked {
+		*pl = engine.Placement{}
+		return true, 0, w, len(dst) - got, nil
+	}
+	e.DeliverSplit(b, hdr, dst, c, pl)
+	*pl = engine.Placement{}
+	return true, 0, w, 0, nil
 }

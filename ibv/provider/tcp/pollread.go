@@ -8,7 +8,11 @@ import (
 	"syscall"
 	"time"
 
+	"unsafe"
+
 	"golang.org/x/sys/unix"
+
+	"github.com/goarmci/goarmci/ibv/internal/engine"
 )
 
 // pollReader reads a TCP stream, polling the socket for a short while before parking in the
@@ -26,11 +30,15 @@ type pollReader struct {
 	last   time.Time     // when the last read returned data
 
 	// state of the read in progress, used by fn (built once: no allocation per read)
-	b      []byte
-	n      int
-	rerr   error
-	active bool
-	fn     func(fd uintptr) bool
+	b       []byte
+	b2      []byte // second buffer of a readv (after b), or empty
+	pl      *engine.Placement
+	revoked bool // pl was revoked: nothing was read
+	iov     [2]unix.Iovec
+	n       int
+	rerr    error
+	active  bool
+	fn      func(fd uintptr) bool
 }
 
 func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
@@ -49,7 +57,18 @@ func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
 func (p *pollReader) try(fd uintptr) bool {
 	var deadline time.Time
 	for spins := 0; ; spins++ {
-		p.n, p.rerr = unix.Read(int(fd), p.b)
+		if p.pl != nil && !p.pl.Begin() {
+			p.revoked = true
+			return true
+		}
+		if len(p.b2) == 0 {
+			p.n, p.rerr = unix.Read(int(fd), p.b)
+		} else {
+			p.n, p.rerr = p.readv(fd)
+		}
+		if p.pl != nil {
+			p.pl.End()
+		}
 		if p.rerr == unix.EINTR {
 			continue
 		}
@@ -71,28 +90,60 @@ func (p *pollReader) try(fd uintptr) bool {
 	}
 }
 
+// readv reads into b, then b2, with one system call.
+func (p *pollReader) readv(fd uintptr) (int, error) {
+	p.iov[0] = unix.Iovec{Base: &p.b[0]}
+	p.iov[0].SetLen(len(p.b))
+	p.iov[1] = unix.Iovec{Base: &p.b2[0]}
+	p.iov[1].SetLen(len(p.b2))
+	n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&p.iov[0])), 2)
+	p.iov = [2]unix.Iovec{}
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
 // Read reads into b like net.Conn.Read.
 func (p *pollReader) Read(b []byte) (int, error) {
-	if p.rc == nil || len(b) == 0 {
-		return p.nc.Read(b)
+	n, _, err := p.ReadPlaced(b, nil, nil)
+	return n, err
+}
+
+// ReadPlaced reads into b and then b2 (when not empty) like one net.Conn.Read, each attempt
+// between pl.Begin and pl.End when pl is not nil (b is a placement's destination). revoked
+// reports that pl was revoked before anything was read.
+func (p *pollReader) ReadPlaced(b, b2 []byte, pl *engine.Placement) (n int, revoked bool, err error) {
+	if len(b) == 0 {
+		b, b2 = b2, nil
 	}
-	p.b, p.n, p.rerr = b, 0, nil
+	if p.rc == nil || len(b) == 0 {
+		if pl != nil && !pl.Valid() {
+			return 0, true, nil
+		}
+		n, err = p.nc.Read(b)
+		return n, false, err
+	}
+	defer func() { p.b, p.b2, p.pl = nil, nil, nil }()
+	p.b, p.b2, p.pl, p.revoked, p.n, p.rerr = b, b2, pl, false, 0, nil
 	p.active = p.budget > 0 && !p.last.IsZero() && time.Since(p.last) < 4*p.budget
-	err := p.rc.Read(p.fn)
+	err = p.rc.Read(p.fn)
 	n, rerr := p.n, p.rerr
-	p.b = nil
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if p.revoked {
+		return 0, true, nil
 	}
 	if rerr != nil {
 		if errors.Is(rerr, unix.EAGAIN) {
 			rerr = nil
 		}
-		return max(n, 0), rerr
+		return max(n, 0), false, rerr
 	}
 	if n == 0 {
-		return 0, io.EOF
+		return 0, false, io.EOF
 	}
 	p.last = time.Now()
-	return n, nil
+	return n, false, nil
 }
