@@ -853,3 +853,37 @@ func TestOnDemandFailover(t *testing.T) {
 		})
 	}
 }
+
+// A process's use of OnDemand: the tiny CM address goes through the bootstrap exchange at
+// initialization, connections are made on a peer's first use; accept installs those the peers
+// make (it runs on the manager's goroutine: it must not block).
+func ExampleManager_OnDemand() {
+	var (
+		dev       *ibv.Context                     // the network device, one port per rail
+		rank, job uint32                           // from the bootstrap
+		allGather func(b []byte) [][]byte          // the bootstrap's all-gather
+		install   func(peer uint32, conns []*Conn) // e.g. a multirail channel per peer
+		ctx       = context.Background()
+	)
+	m, err := NewManager(Options{CMListen: []string{"169.254.10.1:0", "169.254.11.1:0"}})
+	if err != nil {
+		return
+	}
+	defer m.Close()
+	ep, err := m.NewEndpoint(dev, 1, 1<<16)
+	if err != nil {
+		return
+	}
+	od, err := m.OnDemand([]*Endpoint{ep, ep.WithPort(2)}, rank, job, install)
+	if err != nil {
+		return
+	}
+	defer od.Close()
+	addrs := allGather(od.Addr()) // a few dozen bytes per process
+	// ... on the first put/get to peer 3:
+	conns, err := od.Dial(ctx, 3, addrs[3])
+	if err != nil {
+		return
+	}
+	_ = conns // one connection per rail; accept has installed them too
+}
