@@ -10,9 +10,9 @@ import (
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
-// gaPair starts two shm ranks in this process sharing a float64 array of 256×1024 (rows 0..127
-// on rank 0, 128..255 on rank 1) and an int64 counter array of 2 elements; rank 0 runs op b.N
-// times against rank 1's block while rank 1 waits (with both set, both ranks run op: a
+// gaPair starts two shm ranks in this process sharing a float64 array of 256×2048 (GA's
+// distribution gives each rank a 256×1024 block) and an int64 counter array of 2 elements; rank 0
+// runs op b.N times against rank 1's block while rank 1 waits (with both set, both ranks run op: a
 // collective).
 func gaPair(b *testing.B, both bool, op func(ctx context.Context, rt *rma.Runtime, a *Array[float64], c *Array[int64]) error) {
 	g := rmatest.NewGroup(2)
@@ -41,7 +41,7 @@ func gaRank(ctx context.Context, b *testing.B, g *rmatest.Group, r int, both boo
 		return err
 	}
 	defer rt.Finalize(ctx)
-	a, err := Create[float64](ctx, rt, "bench", []int{256, 1024})
+	a, err := Create[float64](ctx, rt, "bench", []int{256, 2048})
 	if err != nil {
 		return err
 	}
@@ -73,14 +73,18 @@ var benchSeq int
 
 // patchBench benchmarks a blocking patch operation of rows×cols doubles in rank 1's block.
 func patchBench(b *testing.B, o op) {
-	for _, sh := range [][2]int{{1, 1}, {8, 8}, {64, 128}, {128, 1024}} {
+	for _, sh := range [][2]int{{1, 1}, {8, 8}, {64, 128}, {128, 1024}, {256, 512}} {
 		rows, cols := sh[0], sh[1]
 		b.Run(fmt.Sprintf("%dB", rows*cols*8), func(b *testing.B) {
 			benchSeq++
 			buf := make([]float64, rows*cols)
-			lo, hi := []int{128, 0}, []int{128 + rows - 1, cols - 1}
 			b.SetBytes(int64(len(buf) * 8))
+			var lo, hi []int
 			gaPair(b, false, func(ctx context.Context, _ *rma.Runtime, a *Array[float64], _ *Array[int64]) error {
+				if lo == nil {
+					lo, _ = a.Distribution(1)
+					hi = []int{lo[0] + rows - 1, lo[1] + cols - 1}
+				}
 				switch o {
 				case opPut:
 					return a.Put(ctx, lo, hi, buf, nil)

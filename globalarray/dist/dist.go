@@ -311,14 +311,23 @@ func (t *Dist) Locate(subscript []int) (int, error) {
 //
 // Errors: as Locate.
 func (t *Dist) Offset(subscript []int) (rank, elem int, err error) {
-	if rank, err = t.Locate(subscript); err != nil {
-		return -1, 0, err
+	if len(subscript) != t.ndim {
+		return -1, 0, fmt.Errorf("%w: %d subscripts for %d dimensions", ErrShape, len(subscript), t.ndim)
+	}
+	var ks [MaxDims]int // the block index along each dimension (no divisions: a hot path of NGA_Read_inc)
+	for d, i := range subscript {
+		if i < 0 || i >= t.dims[d] {
+			return -1, 0, fmt.Errorf("%w: subscript %d = %d, extent %d", ErrOutOfBounds, d, i, t.dims[d])
+		}
+		ks[d] = t.blockIndex(d, i)
+		rank += ks[d] * t.gstride[d]
 	}
 	s := 1
 	for d := t.ndim - 1; d >= 0; d-- {
-		k := (rank / t.gstride[d]) % t.grid[d]
-		elem += (subscript[d] - t.starts[d][k]) * s
-		s *= t.starts[d][k+1] - t.starts[d][k]
+		st := t.starts[d]
+		k := ks[d]
+		elem += (subscript[d] - st[k]) * s
+		s *= st[k+1] - st[k]
 	}
 	return rank, elem, nil
 }
