@@ -57,6 +57,21 @@ type RefReplier interface {
 	ReplyRef(hdr, payload []byte) error
 }
 
+// Corker is an optional extension of a Transport that can batch packets: the engine calls Cork
+// before it sends several packets on a path in a row and Uncork after them; the transport may
+// hold the packets in between and write them together (one system call for a burst of
+// segments). Cork/Uncork pairs on one path may nest and come from several goroutines.
+type Corker interface {
+	Cork(path ibv.AHAttr)
+	Uncork(path ibv.AHAttr)
+}
+
+// LinkCorker is the Corker extension of a Link (read responses).
+type LinkCorker interface {
+	Cork()
+	Uncork()
+}
+
 // Link is the way back to the sender of an inbound packet: responses (ACKs, read responses,
 // atomic ACKs) go back on the link their request came in on.
 type Link interface {
@@ -111,6 +126,7 @@ type Engine struct {
 	cfg    Config
 	tr     Transport
 	ref    RefSender // tr's zero-copy send, or nil
+	corker Corker    // tr's batching, or nil
 	log    zerolog.Logger
 	floor  int64 // ns
 	window int32
@@ -143,6 +159,9 @@ func New(cfg Config) *Engine {
 		qps: make(map[uint32]*QP), kick: make(chan struct{}, 1)}
 	if rs, ok := cfg.Transport.(RefSender); ok {
 		e.ref = rs
+	}
+	if c, ok := cfg.Transport.(Corker); ok {
+		e.corker = c
 	}
 	if cfg.Log != nil {
 		e.log = *cfg.Log

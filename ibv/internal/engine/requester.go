@@ -177,6 +177,12 @@ func (q *QP) pumpLocked() {
 		return
 	}
 	sentAny := false
+	// a burst of several packets goes to the transport corked (one write for all)
+	if q.e.corker != nil && s.cur != s.tail && (s.tail-s.cur > 1 || s.slot(s.cur).npkts-s.curPkt > 1) {
+		path := s.a.path
+		q.e.corker.Cork(path)
+		defer q.e.corker.Uncork(path)
+	}
 	for s.cur != s.tail {
 		w := s.slot(s.cur)
 		if w.status != ibv.WCSuccess {

@@ -393,6 +393,10 @@ func (q *QP) readResponses(p *wire.Packet, link Link, psn uint32) (uint32, bool)
 	}
 	mtu := uint64(q.rq.a.mtu)
 	n := uint32(max(1, (length+mtu-1)/mtu))
+	if lc, ok := link.(LinkCorker); ok && n > 1 {
+		lc.Cork()
+		defer lc.Uncork()
+	}
 	msn := r.msn
 	if wire.PSNDiff(psn, r.ePSN) >= 0 {
 		msn++ // a new read completes a message

@@ -52,6 +52,7 @@ type conn struct {
 	spareA   []byte
 	ready    bool
 	writing  bool // a goroutine owns the socket's write side (outside mu)
+	corked   int  // Cork depth: frames are queued, Uncork writes them with one writev
 	err      error
 	settledC bool
 
@@ -112,12 +113,12 @@ func (c *conn) write(hdr, payload []byte, ref bool) error {
 		c.mu.Unlock()
 		return err
 	}
-	if !c.ready || c.writing || len(c.q) > 0 || c.raw == nil {
+	if !c.ready || c.writing || len(c.q) > 0 || c.raw == nil || c.corked > 0 {
 		c.enqueueLocked(hdr, payload, ref)
 		engine.RaceRelease() // after the copies, before the bytes go out (race builds)
-		ready := c.ready
+		kick := c.ready && c.corked == 0
 		c.mu.Unlock()
-		if ready {
+		if kick {
 			c.kick()
 		}
 		return nil
@@ -165,6 +166,97 @@ func (c *conn) write(hdr, payload []byte, ref bool) error {
 	}
 	return nil
 }
+
+// Cork and Uncork bracket a burst of frames (engine.LinkCorker): the frames sent in between
+// are queued and Uncork writes them together, with one writev when the socket takes them.
+func (c *conn) Cork() {
+	c.mu.Lock()
+	c.corked++
+	c.mu.Unlock()
+}
+
+// Uncork ends a Cork; the last one writes the queue from the calling goroutine when the write
+// side is free (what the socket does not take goes to the writer goroutine).
+func (c *conn) Uncork() {
+	c.mu.Lock()
+	if c.corked > 0 {
+		c.corked--
+	}
+	if c.corked > 0 || c.err != nil || !c.ready || c.writing || len(c.q) == 0 || c.raw == nil {
+		kick := c.corked == 0 && c.ready && len(c.q) > 0 && c.err == nil
+		c.mu.Unlock()
+		if kick {
+			c.kick()
+		}
+		return
+	}
+	bufs, arena := c.q, c.arena
+	c.q, c.arena = c.spareQ[:0], c.spareA[:0]
+	c.spareQ, c.spareA = nil, nil
+	c.writing = true
+	c.mu.Unlock()
+	// non-blocking writevs until the socket is full
+	c.wbufs = bufs
+	var err error
+	for len(c.wbufs) > 0 {
+		c.wn, c.werr, c.wblock = 0, nil, false
+		if err = c.raw.Write(c.writeFn); err != nil {
+			break
+		}
+		if c.werr != nil {
+			if c.werr != unix.EAGAIN && c.werr != unix.EINTR {
+				err = c.werr
+			}
+			break
+		}
+		c.wbufs = consume(c.wbufs, c.wn)
+	}
+	rest := c.wbufs
+	c.wbufs = nil
+	c.mu.Lock()
+	c.writing = false
+	if err == nil && c.err == nil {
+		if len(rest) == 0 {
+			clear(bufs)
+			c.spareQ = bufs[:0]
+			if cap(arena) <= arenaKeep {
+				c.spareA = arena[:0]
+			}
+		} else {
+			// the rest goes first; its pieces keep referring to the old arena
+			n := copy(bufs, rest)
+			clear(bufs[n:])
+			c.q = append(bufs[:n], c.q...)
+		}
+	}
+	kick := len(c.q) > 0 && c.err == nil
+	c.mu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("tcp: write to %s: %w", c.remote, err))
+		return
+	}
+	if kick {
+		c.kick()
+	}
+}
+
+// Cork and Uncork of the transport (engine.Corker) cork the stream of a path.
+func (t *transport) Cork(path ibv.AHAttr) {
+	if c, err := (*Driver)(t).stream(path); err == nil {
+		c.Cork()
+	}
+}
+
+func (t *transport) Uncork(path ibv.AHAttr) {
+	if c, err := (*Driver)(t).stream(path); err == nil {
+		c.Uncork()
+	}
+}
+
+var (
+	_ engine.Corker     = (*transport)(nil)
+	_ engine.LinkCorker = (*conn)(nil)
+)
 
 func (c *conn) kick() {
 	select {
