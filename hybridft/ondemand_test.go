@@ -15,6 +15,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft/udcm"
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/ibv/provider/tcp"
 	"github.com/goarmci/goarmci/internal/testutil"
 )
 
@@ -886,4 +887,73 @@ func ExampleManager_OnDemand() {
 		return
 	}
 	_ = conns // one connection per rail; accept has installed them too
+}
+
+// Resources follow use, not the job size (seed 004): in a job of 5, a process that talks to one
+// peer holds one queue pair per rail; the others hold nothing but their CM's UD queue pair.
+func TestOnDemandSparse(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	const n, rails = 5, 2
+	nodes := make([]*odNode, n)
+	for i := range nodes {
+		nodes[i] = newODNode(t, uint32(i), rails)
+	}
+	c0 := nodes[0].dial(t, nodes[3])
+	c3 := nodes[3].dial(t, nodes[0])
+	requirePaired(t, nodes[0], nodes[3], c0, c3, rails)
+	for i, nd := range nodes {
+		want := 0
+		if i == 0 || i == 3 {
+			want = rails
+		}
+		require.Equal(t, want, nd.qps(), "node %d", i)
+		nd.d.mu.Lock()
+		require.Len(t, nd.d.peers, want/rails, "node %d: per-peer state", i)
+		nd.d.mu.Unlock()
+	}
+}
+
+// BenchmarkOnDemandDial measures an on-demand connection setup of 2 rails between two
+// processes (CONN_REQ, CONN_REP, CONN_RTU over loopback UDP, 4 queue pairs to RTS, until both
+// sides have returned); each iteration forgets the previous connection on both sides.
+func BenchmarkOnDemandDial(b *testing.B) {
+	open := func(id uint32) *OnDemand {
+		dev, err := tcp.Open(tcp.Config{Ports: []tcp.PortConfig{{Listen: "127.0.0.1:0"}, {Listen: "127.0.0.1:0"}}})
+		require.NoError(b, err)
+		m, err := NewManager(testOptions())
+		require.NoError(b, err)
+		ep, err := m.NewEndpoint(dev, 1, 1<<10)
+		require.NoError(b, err)
+		d, err := m.OnDemand([]*Endpoint{ep, ep.WithPort(2)}, id, odJob, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() {
+			require.NoError(b, d.Close())
+			require.NoError(b, m.Close())
+			require.NoError(b, dev.Close())
+		})
+		return d
+	}
+	x, y := open(1), open(2)
+	forget := func(d *OnDemand, peer uint32) {
+		d.mu.Lock()
+		if p := d.peers[peer]; p != nil {
+			closeConns(p.conns)
+			delete(d.peers, peer)
+		}
+		d.mu.Unlock()
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := x.Dial(ctx, 2, y.Addr()); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := y.Dial(ctx, 1, x.Addr()); err != nil { // returns once the RTU has arrived
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		forget(x, 2)
+		forget(y, 1)
+		b.StartTimer()
+	}
 }
