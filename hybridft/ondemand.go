@@ -421,6 +421,11 @@ func (d *OnDemand) onREQ(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
 		d.stats.ignored.Add(1) // no address to answer to
 		return nil
 	}
+	if len(infos) == 0 {
+		d.stats.rejected.Add(1)
+		d.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejMalformed)
+		return nil
+	}
 	p := d.peers[peer]
 	switch {
 	case p == nil:

@@ -371,6 +371,14 @@ func TestOnDemandWrongJobOrDst(t *testing.T) {
 	b.d.mu.Unlock()
 	require.Empty(t, b.acceptCalls(1))
 	require.Empty(t, b.acceptCalls(5))
+
+	// a REQ without rails is rejected at once
+	pl, err := marshalODPayload(stranger.d.addr, nil)
+	require.NoError(t, err)
+	req := udcm.Msg{Type: udcm.ConnREQ, Src: uint64(stranger.id), Dst: uint64(b.id), Seq: odJob, Inc: 3, Payload: pl}
+	require.NoError(t, stranger.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
+	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
+	require.Zero(t, b.qps())
 }
 
 // A CONN_REJ with the attempt's nonce fails the Dial with ErrRejected and closes its queue
