@@ -18,16 +18,25 @@ import (
 // sched_yield rather than Gosched on most waits: a Gosched makes the Go scheduler wake an idle
 // thread, which on a busy node takes the core from the rank being waited for (the rma barrier
 // measured 40–50 µs that way under load, 1–5 µs yielding; package rma's pollUntil).
+//
+// yields is the number of waits before sleeping: the zero value (retryYields) suits loops that
+// retry a remote atomic (lock words), pollYields loops that read local memory.
 type backoff struct {
-	n int
-	d time.Duration
+	n      int
+	d      time.Duration
+	yields int
 }
 
-// backoffYields is the number of waits before backoff starts sleeping.
-const backoffYields = 4096
+const (
+	retryYields = 200  // each retry is a remote operation: back off to sleeps soon
+	pollYields  = 4096 // a local load per poll: keep the core for a few ms before parking
+)
 
 func (b *backoff) wait(ctx context.Context) error {
-	if b.n < backoffYields {
+	if b.yields == 0 {
+		b.yields = retryYields
+	}
+	if b.n < b.yields {
 		b.n++
 		if b.n%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -59,7 +68,7 @@ func schedYield() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 
 // segment reaches at least v (written by peers with remote atomics).
 func (w *Window) pollLocal(ctx context.Context, off int, v uint64) error {
 	word := w.sync.Local()[off : off+8]
-	var b backoff
+	b := backoff{yields: pollYields}
 	for {
 		got, err := accum.Load64(word)
 		if err != nil {
