@@ -82,6 +82,11 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("rma: init: host exchange: %w", err)
 	}
 	r.peers = make([]*peer, r.size)
+	for _, id := range ids {
+		if machineOf(string(id)) == machineOf(c.HostID) {
+			r.machineRanks++
+		}
+	}
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {
 		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}

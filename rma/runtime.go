@@ -97,6 +97,8 @@ type Runtime struct {
 	nets  []*network
 	peers []*peer
 
+	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
+
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool
 
@@ -183,6 +185,15 @@ func (r *Runtime) peer(p int) (*peer, error) {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadRank, p, r.size)
 	}
 	return r.peers[p], nil
+}
+
+// machineOf is the machine part of a host id: hostID's hostname/boot id without the network
+// namespace (ids of another shape, set by GOARMCI_HOST_ID or Config.HostID, are their own machine).
+func machineOf(id string) string {
+	if strings.Count(id, "/") >= 2 {
+		return id[:strings.LastIndex(id, "/")]
+	}
+	return id
 }
 
 // hostID identifies this node: ranks with equal ids share memory. The network namespace is part
