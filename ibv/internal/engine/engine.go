@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -135,10 +136,11 @@ type Engine struct {
 	qps    map[uint32]*QP
 	closed bool
 
-	kick   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	kick    chan struct{}
+	ticking atomic.Bool // the timer loop ticks every cfg.Tick (no kick needed)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New starts an engine; its timer goroutine runs until Close.
@@ -294,7 +296,18 @@ func rnrDelayNS(code uint8) int64 {
 	return us[code&31] * 1000
 }
 
+// kickTimer wakes the timer loop for a deadline just armed, unless the loop is ticking anyway
+// (it then sees the deadline at its next tick): a timer goroutine woken for every request would
+// cost a wake-up per operation.
 func (e *Engine) kickTimer() {
+	if e.ticking.Load() {
+		return
+	}
+	e.forceKick()
+}
+
+// forceKick wakes the timer loop now (a deadline that expires at once).
+func (e *Engine) forceKick() {
 	select {
 	case e.kick <- struct{}{}:
 	default:
@@ -335,10 +348,24 @@ func (e *Engine) timerLoop() {
 				busy = true
 			}
 		}
+		if !busy {
+			// stop ticking; a deadline armed (or a QP created) after the scan but before
+			// the store did not kick
+			e.ticking.Store(false)
+			e.mu.RLock()
+			for _, q := range e.qps {
+				if q.deadline.Load() != 0 {
+					busy = true
+					break
+				}
+			}
+			e.mu.RUnlock()
+		}
 		for i := range list {
 			list[i] = nil
 		}
 		if busy {
+			e.ticking.Store(true)
 			t.Reset(e.cfg.Tick)
 		}
 	}
@@ -367,6 +394,6 @@ func (e *Engine) PathFault(port uint8, addr string) {
 	}
 	e.mu.RUnlock()
 	if hit {
-		e.kickTimer()
+		e.forceKick()
 	}
 }
