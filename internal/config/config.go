@@ -93,7 +93,8 @@ type Config struct {
 	// package validates it. GOARMCI_STRIPE_POLICY.
 	StripePolicy string
 	// StripeThreshold is the message size in bytes from which messages are striped over rails
-	// instead of sent round robin (seed 000 §5.2.3). GOARMCI_STRIPE_THRESHOLD.
+	// instead of sent whole, on the previous operation's subchannel while it is idle, else on the
+	// least busy one (seed 000 §5.2.3, §4.1.2). GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int64
 	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
 	// parking while traffic flows (DESIGN.md §8). GOARMCI_TCP_POLL.

@@ -216,7 +216,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_STRIPE_THRESHOLD", Type: "bytes", Default: "16KiB", Unit: "bytes",
-		Doc: "message size from which messages are striped over rails instead of sent round robin (seed 000 §5.2.3)",
+		Doc: "message size from which messages are striped over rails; smaller ones go whole, on the previous operation's rail while it is idle (seed 000 §5.2.3)",
 		get: func(c *Config) string { return FormatBytes(c.StripeThreshold) },
 		set: func(c *Config, v string) error {
 			n, err := ParseBytes(v)
