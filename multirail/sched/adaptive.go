@@ -40,6 +40,10 @@ type BSS struct {
 	floor     float64
 	mux       mux
 	share     []float64 // scratch: weights of the batch in order
+	// n_batch = 1 (see updateOne): the last measured rate per subchannel (bytes/ns, 0: never
+	// measured) and the rate per unit of weight of the first measurement
+	rate []float64
+	ref  float64
 }
 
 // NewBSS returns BSS (n_paths = n, n_batch = batch) with history factor alpha ∈ (0, 1], the
@@ -50,7 +54,8 @@ func NewBSS(n, batch int, alpha float64, threshold int, minShare float64) (*BSS,
 		return nil, fmt.Errorf("%w: bss n_paths %d n_batch %d α %g min share %g", ErrBadConfig, n, batch, alpha, minShare)
 	}
 	p := &BSS{name: fmt.Sprintf("bss:%d:%g", batch, alpha), w: make([]float64, n), order: make([]int, n), batch: batch,
-		alpha: alpha, threshold: threshold, floor: minShare, share: make([]float64, batch), mux: newMux(n)}
+		alpha: alpha, threshold: threshold, floor: minShare, share: make([]float64, batch), mux: newMux(n),
+		rate: make([]float64, n)}
 	for i := range p.w {
 		p.w[i] = 1 / float64(n) // eq. 8.1
 		p.order[i] = i
@@ -92,9 +97,56 @@ func (p *BSS) Schedule(op Op, dst []Stripe) []Stripe {
 // Complete implements Policy: eq. 8.3 over the measured stripes, then the re-sort.
 func (p *BSS) Complete(op Op, done []Done) {
 	p.mux.completed(done)
+	if p.batch == 1 {
+		if len(done) == 1 && p.updateOne(done[0]) {
+			p.sort()
+		}
+		return
+	}
 	if Update(p.w, done, p.alpha, p.floor) {
 		p.sort()
 	}
+}
+
+// updateOne is eq. 8.3 for a batch of one path, where it would compare the path with itself and
+// never move: the batch path's measured rate is weighed against the other paths' last measured
+// rates, and a path never measured is assumed to deliver what its weight promises at the rate
+// per unit of weight of the first measurement. So a batch path that slows down loses weight
+// against the others until another path sorts first and is measured in its turn (seed 000
+// §8.3: BSS with n_batch = 1 is the adaptive choice of the single best path). Only operations of
+// at least the threshold count: below it a delivery time measures latency, not bandwidth.
+func (p *BSS) updateOne(d Done) bool {
+	s := d.Sub
+	if d.Delivery <= 0 || d.Bytes <= 0 || d.Bytes < p.threshold || s < 0 || s >= len(p.w) {
+		return false
+	}
+	r := float64(d.Bytes) / float64(d.Delivery/time.Nanosecond)
+	if p.rate[s] == 0 {
+		p.rate[s] = r
+	} else {
+		p.rate[s] = (1-p.alpha)*p.rate[s] + p.alpha*r
+	}
+	if p.ref == 0 {
+		p.ref = p.rate[s] / p.w[s]
+	}
+	var rsum, wsum float64
+	for k := range p.w {
+		if p.rate[k] > 0 {
+			rsum += p.rate[k]
+		} else {
+			rsum += p.ref * p.w[k]
+		}
+		wsum += p.w[k]
+	}
+	p.w[s] = (1-p.alpha)*p.w[s] + p.alpha*wsum*p.rate[s]/rsum
+	var total float64
+	for _, x := range p.w {
+		total += x
+	}
+	for k := range p.w {
+		p.w[k] = max(p.w[k]/total, p.floor)
+	}
+	return true
 }
 
 // Update applies eq. 7.4 / 8.3 to the weights w (one per subchannel) for the paths of one

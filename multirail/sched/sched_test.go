@@ -451,3 +451,28 @@ func TestMultiplexSmall(t *testing.T) {
 		})
 	}
 }
+
+// TestBSSSinglePathBatch: BSS with n_batch = 1 uses the single best path; when that path slows
+// down it loses weight against what the others last delivered (or promise) until another path
+// sorts first, and the batch then stays on the path that measures fastest.
+func TestBSSSinglePathBatch(t *testing.T) {
+	p, err := NewBSS(3, 1, 0.5, 1024, 0.01)
+	require.NoError(t, err)
+	st := simulate(p, []float64{1, 1, 1}, 1<<20, 10)
+	assert.Equal(t, []Stripe{{Sub: 0, Len: 1 << 20}}, st, "equal paths: the first one")
+	assert.Equal(t, []int{0}, p.Batch())
+	st = simulate(p, []float64{0.1, 1, 1}, 1<<20, 10) // path 0 slows to a tenth
+	assert.Equal(t, 1, st[0].Sub, "moved off the slow path")
+	assert.Equal(t, []int{1}, p.Batch())
+	w := p.Weights()
+	assert.Less(t, w[0], w[1])
+	assert.InDelta(t, 1, w[0]+w[1]+w[2], 1e-9)
+	st = simulate(p, []float64{0.1, 1, 1}, 1<<20, 20)
+	assert.Equal(t, 1, st[0].Sub, "stays on a path as fast as its promise")
+
+	// below the threshold a delivery time says nothing about bandwidth: no change
+	q, err := NewBSS(2, 1, 0.5, 1<<20, 0.01)
+	require.NoError(t, err)
+	simulate(q, []float64{0.001, 1}, 100, 50)
+	assert.Equal(t, []float64{0.5, 0.5}, q.Weights())
+}
