@@ -26,6 +26,10 @@
 //     wait) and paths are probed; past Options.PartitionTimeout they complete with a failure
 //     that CompletionError maps to ErrPartition.
 //
+// Connections are made from ConnInfo exchanged by the consumer (Conn.Connect), or on demand:
+// Manager.OnDemand dials a peer through the same UD connection manager the first time it is
+// used (CONN_REQ/REP/RTU, seed 003 §IV.B.2; seed 004: no per-peer queue pair before that).
+//
 // The completion filter is Endpoint.Poll: it absorbs the failed completions of requests that
 // will be re-issued, so every work request completes exactly once.
 package hybridft

@@ -3,7 +3,8 @@
 // not grow with the job size, carrying the REQ/REP/ACK messages of the connection
 // re-establishment protocol (Fig. 8). UD gives no delivery or order guarantee; the protocol
 // (package hybridft) resends on a timer, ignores duplicates and tells faults apart by a
-// per-pair sequence ID (§IV.D).
+// per-pair sequence ID (§IV.D). It also carries the CONN_REQ/REP/RTU/REJ messages that set RC
+// connections up on demand (hybridft.OnDemand).
 //
 // The CM runs on its own udp device, one port per rail, so that a message can be sent on every
 // rail at once: whichever rail survives carries it.
