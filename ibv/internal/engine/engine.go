@@ -73,6 +73,14 @@ type LinkCorker interface {
 	Uncork()
 }
 
+// StreamActivity is an optional extension of a Reliable Transport: LastActivity is when (ns,
+// time.Now().UnixNano()) the stream of path last moved bytes in either direction (0: no
+// stream). While it does, a missing ACK means bytes still queued on a slow path, not a dead
+// one: the liveness timer (Config.Reliable) waits.
+type StreamActivity interface {
+	LastActivity(path ibv.AHAttr) int64
+}
+
 // Link is the way back to the sender of an inbound packet: responses (ACKs, read responses,
 // atomic ACKs) go back on the link their request came in on.
 type Link interface {

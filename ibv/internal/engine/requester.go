@@ -327,8 +327,9 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 
 // ackBytes bounds the payload between two ACK requests of a multi-packet message: on a stream
 // the ACK timer is a liveness timer (Config.Reliable), so a writer must hear from its responder
-// well within the ACK timeout even on a slow rail (256 KiB: 20 ms at 100 Mbit/s).
-const ackBytes = 256 << 10
+// well within the ACK timeout even on a slow rail (128 KiB: 10 ms at 100 Mbit/s; see also
+// StreamActivity).
+const ackBytes = 128 << 10
 
 // ackEvery is the PSN interval of ACK requests within a message of mtu-byte packets: every 32
 // packets, and at least every ackBytes.
@@ -607,9 +608,15 @@ func (q *QP) tick(now int64) bool {
 		return false
 	}
 	if q.e.cfg.Reliable {
-		// Liveness timer: the peer is still sending to us, so our ACKs are queued, not lost.
-		if to := q.e.timeoutNS(s.a.timeout); to > 0 && now-q.lastRx.Load() < to {
-			q.deadline.Store(q.lastRx.Load() + to)
+		// Liveness timer: the peer is still sending to us, so our ACKs are queued, not lost;
+		// or the path's stream still moves bytes, so our requests or their responses are still
+		// on their way (a large segment on a slow rail takes a while).
+		last := q.lastRx.Load()
+		if sa, ok := q.e.tr.(StreamActivity); ok {
+			last = max(last, sa.LastActivity(s.a.path))
+		}
+		if to := q.e.timeoutNS(s.a.timeout); to > 0 && now-last < to {
+			q.deadline.Store(last + to)
 			q.sqMu.Unlock()
 			return true
 		}

@@ -112,3 +112,44 @@ func BenchmarkSocketStream1MiBx16(b *testing.B) {
 	c.Close()
 	<-done
 }
+
+// BenchmarkSocketPingPong8B is the plain-socket reference of BenchmarkRCWrite8B: 8 bytes to an
+// echoing peer and back on a loopback TCP stream.
+func BenchmarkSocketPingPong8B(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var buf [8]byte
+		for {
+			if _, err := io.ReadFull(c, buf[:]); err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:]); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var buf [8]byte
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(buf[:]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

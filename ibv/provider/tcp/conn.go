@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -51,8 +52,9 @@ type conn struct {
 	spareQ   [][]byte
 	spareA   []byte
 	ready    bool
-	writing  bool // a goroutine owns the socket's write side (outside mu)
-	corked   int  // Cork depth: frames are queued, Uncork writes them with one writev
+	writing  bool         // a goroutine owns the socket's write side (outside mu)
+	corked   int          // Cork depth: frames are queued, Uncork writes them with one writev
+	lastAct  atomic.Int64 // ns: the last read or write that moved bytes (engine.StreamActivity)
 	err      error
 	settledC bool
 
@@ -253,9 +255,23 @@ func (t *transport) Uncork(path ibv.AHAttr) {
 	}
 }
 
+// LastActivity is when the stream of path last moved bytes (engine.StreamActivity; 0: none).
+func (t *transport) LastActivity(path ibv.AHAttr) int64 {
+	d := (*Driver)(t)
+	k := connKey{port: path.PortNum, addr: path.Addr, dlid: path.DLID, pbits: path.SrcPathBits}
+	d.mu.Lock()
+	c := d.conns[k]
+	d.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	return c.lastAct.Load()
+}
+
 var (
-	_ engine.Corker     = (*transport)(nil)
-	_ engine.LinkCorker = (*conn)(nil)
+	_ engine.Corker         = (*transport)(nil)
+	_ engine.LinkCorker     = (*conn)(nil)
+	_ engine.StreamActivity = (*transport)(nil)
 )
 
 func (c *conn) kick() {
@@ -363,6 +379,9 @@ func (c *conn) writev(fd uintptr) bool {
 			return !(e == unix.EAGAIN && c.wblock)
 		}
 		c.wn, c.werr = int(n), nil
+		if n > 0 {
+			c.lastAct.Store(time.Now().UnixNano())
+		}
 		return true
 	}
 }
@@ -556,6 +575,7 @@ func (c *conn) reader() {
 	var b engine.Batch
 	buf := make([]byte, readBufSize)
 	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
+	rd.act = &c.lastAct
 	r, w := 0, 0
 	skip := 0          // bytes of a dropped frame still to discard
 	streaming := false // the last frame was placed: read little until the next one's headers

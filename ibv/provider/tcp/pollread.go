@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +39,7 @@ type pollReader struct {
 	n       int
 	rerr    error
 	active  bool
+	act     *atomic.Int64 // set to the time of every read that returns data (or nil)
 	fn      func(fd uintptr) bool
 }
 
@@ -145,5 +147,8 @@ func (p *pollReader) ReadPlaced(b, b2 []byte, pl *engine.Placement) (n int, revo
 		return 0, false, io.EOF
 	}
 	p.last = time.Now()
+	if p.act != nil {
+		p.act.Store(p.last.UnixNano())
+	}
 	return n, false, nil
 }

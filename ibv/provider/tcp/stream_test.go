@@ -132,7 +132,7 @@ func bulk(s, peer *side, size, depth int, seed byte) error {
 }
 
 // TestBrokenStreamsPlaced breaks streams again and again while large writes and reads with
-// 64 KiB segments are placed straight into memory: every request completes once, with the
+// DefaultSegmentSize segments are placed straight into memory: every request completes once, with the
 // right bytes (a placement cut short by a broken stream is dropped and retransmitted).
 func TestBrokenStreamsPlaced(t *testing.T) {
 	cfg := Config{SegmentSize: DefaultSegmentSize, TimeoutFloor: 50 * time.Millisecond}
