@@ -113,6 +113,11 @@ type Config struct {
 	Tick time.Duration
 	// Window is the number of packets a QP keeps in flight before it waits for ACKs (default 128).
 	Window int
+	// WindowBytes, when not 0, also bounds the bytes a QP keeps in flight: the packet window is
+	// at most WindowBytes / segment size (at least 2). With large segments (SegmentSize) a window
+	// of packets would put tens of MiB in flight, queued in front of every later request on a
+	// slow path.
+	WindowBytes int
 	// SegmentSize, when larger than a queue pair's path MTU, is the RC segment size in bytes
 	// (the payload of one PSN) on this engine (0: the path MTU). IB's path MTU (at most 4 KiB)
 	// is a link-layer limit that a byte stream does not have, and per-packet costs (headers,
@@ -196,6 +201,14 @@ func (e *Engine) Close() {
 	e.mu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+}
+
+// windowFor is the packet window of a QP whose segments are mtu bytes.
+func (e *Engine) windowFor(mtu int) int32 {
+	if e.cfg.WindowBytes <= 0 || mtu <= 0 {
+		return e.window
+	}
+	return min(e.window, int32(max(2, e.cfg.WindowBytes/mtu)))
 }
 
 // MaxMsgSize is the largest RC message in bytes.

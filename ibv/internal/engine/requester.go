@@ -192,7 +192,7 @@ func (q *QP) pumpLocked() {
 		if st == ibv.StateSQD && s.curPkt == 0 && wire.PSNDiff(psn, s.sent) >= 0 {
 			break // SQD: finish what was started, start nothing new
 		}
-		if inflight := wire.PSNDiff(psn, s.una); inflight > 0 && inflight >= q.e.window {
+		if inflight := wire.PSNDiff(psn, s.una); inflight > 0 && inflight >= q.e.windowFor(s.a.mtu) {
 			break
 		}
 		if w.flags&ibv.SendFence != 0 && s.curPkt == 0 && q.readAtomicPendingBefore(s.cur) {

@@ -63,6 +63,10 @@ type Config struct {
 	// is why it is not the default: devices opened with different settings could not talk.
 	// At most 1 MiB.
 	SegmentSize int
+	// WindowBytes bounds the bytes a queue pair keeps in flight (default DefaultWindowBytes;
+	// negative: only Window bounds it): with large segments a window of 128 packets would queue
+	// tens of MiB in front of every later request on a slow rail.
+	WindowBytes int
 	// WrapTransport, when set, wraps the transport the engine sends requests through (tests
 	// inject loss and duplication with it).
 	WrapTransport func(engine.Transport) engine.Transport
@@ -88,6 +92,11 @@ var ErrProtocol = errors.New("tcp: stream protocol violation")
 // per segment (50 ms at 40 Mbit/s); the ACK liveness timer waits while the stream moves bytes
 // (engine.StreamActivity).
 const DefaultSegmentSize = 256 << 10
+
+// DefaultWindowBytes is the default Config.WindowBytes: 4 MiB, the in-flight volume that kept
+// puts and gets interleaving on 400 Mbit/s rails (bench/SCENARIOS.md) while the default window
+// of 128 packets of 4 KiB allowed only 512 KiB.
+const DefaultWindowBytes = 4 << 20
 
 const (
 	helloVersion = 1
@@ -152,6 +161,9 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if cfg.Name == "" {
 		cfg.Name = "tcp0"
 	}
+	if cfg.WindowBytes == 0 {
+		cfg.WindowBytes = DefaultWindowBytes
+	}
 	if cfg.SegmentSize < 0 || cfg.SegmentSize > 1<<20 {
 		return nil, fmt.Errorf("tcp: %w: segment size %d", ibv.ErrInvalidArgument, cfg.SegmentSize)
 	}
@@ -189,7 +201,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 	}
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "tcp", Ports: attrs, Close: d.shutdown,
 		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log, Reliable: true,
-			SegmentSize: cfg.SegmentSize}})
+			SegmentSize: cfg.SegmentSize, WindowBytes: cfg.WindowBytes}})
 	d.ctx = ibv.NewContext(d)
 	d.lm = d.startLinkMonitor()
 	for _, p := range d.ports {
