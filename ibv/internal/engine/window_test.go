@@ -16,6 +16,7 @@ func TestWindowBytes(t *testing.T) {
 	e.cfg.WindowBytes = 0
 	require.Equal(t, int32(128), e.windowFor(256<<10))
 	require.Equal(t, uint32(32), ackEvery(4096))
-	require.Equal(t, uint32(2), ackEvery(64<<10))
-	require.Equal(t, uint32(1), ackEvery(256<<10))
+	require.Equal(t, uint32(16), ackEvery(64<<10))
+	require.Equal(t, uint32(4), ackEvery(256<<10))
+	require.Equal(t, uint32(1), ackEvery(1<<20))
 }
