@@ -3,6 +3,7 @@ package tcp
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,7 @@ type conn struct {
 	writing  bool         // a goroutine owns the socket's write side (outside mu)
 	corked   int          // Cork depth: frames are queued, Uncork writes them with one writev
 	lastAct  atomic.Int64 // ns: the last read or write that moved bytes (engine.StreamActivity)
+	outq     atomic.Int64 // the kernel send queue's length at the last LastActivity
 	err      error
 	settledC bool
 
@@ -265,7 +267,34 @@ func (t *transport) LastActivity(path ibv.AHAttr) int64 {
 	if c == nil {
 		return 0
 	}
+	if c.sendQueueShrank() {
+		c.lastAct.Store(time.Now().UnixNano())
+	}
 	return c.lastAct.Load()
+}
+
+// sendQueueShrank reports whether the kernel's send queue of the stream (SIOCOUTQ: bytes not yet
+// acknowledged by the peer's TCP) is shorter than at the last call: bytes are leaving the host.
+// On a slow rail our writes can be far apart while a full socket buffer drains; a dead path's
+// queue does not move. A write resets the baseline (the first sample after it counts as
+// progress: the write itself was activity).
+func (c *conn) sendQueueShrank() bool {
+	c.mu.Lock()
+	raw := c.raw
+	c.mu.Unlock()
+	if raw == nil {
+		return false
+	}
+	q := -1
+	_ = raw.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+			q = v
+		}
+	})
+	if q < 0 {
+		return false
+	}
+	return int64(q) < c.outq.Swap(int64(q))
 }
 
 var (
@@ -381,6 +410,7 @@ func (c *conn) writev(fd uintptr) bool {
 		c.wn, c.werr = int(n), nil
 		if n > 0 {
 			c.lastAct.Store(time.Now().UnixNano())
+			c.outq.Store(math.MaxInt64) // the queue grew: the next sample is the new baseline
 		}
 		return true
 	}
