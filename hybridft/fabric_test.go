@@ -372,7 +372,12 @@ func TestFabricOneWayFaultExactlyOnce(t *testing.T) {
 		})
 		st := nw.a.conns[0].Stats()
 		require.GreaterOrEqual(t, st.Recoveries, int64(1))
-		require.Equal(t, uint8(2), nw.a.conns[0].Port())
+		// Without APM the home rail is given back while its port is up (the fault is one-way,
+		// the port never goes down): the storm may end on rail 1 during such a probe, which
+		// fails again later; without a give-back the connection must have left rail 1.
+		if st.GiveBacks == 0 {
+			require.Equal(t, uint8(2), nw.a.conns[0].Port())
+		}
 	})
 }
 

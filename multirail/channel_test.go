@@ -99,24 +99,33 @@ func TestChannelStripes(t *testing.T) {
 				require.True(t, bytes.Equal(src, b.buf[100:100+size]), "%s size %d: target memory", pol, size)
 			}
 			// Many writes in flight, then a flush completes every subchannel.
+			before := int64(0)
+			for s := range a.ch.Subchannels() {
+				before += a.ch.Posted(s)
+			}
 			for k := 0; k < 4; k++ {
 				w := a.net.NewRequest(nil)
 				require.NoError(t, a.ch.Write(ctx, w, local[:1<<20], b.mr.Addr+uint64(k<<20), b.mr.RKey))
 				a.net.Issued(w)
 			}
 			require.NoError(t, a.ch.Flush(ctx))
-			used := 0
+			used, posted := 0, int64(-before)
 			for s := range a.ch.Subchannels() {
 				require.Zero(t, a.ch.Outstanding(s))
 				if a.ch.Posted(s) > 0 {
 					used++
 				}
+				posted += a.ch.Posted(s)
 			}
 			require.Zero(t, a.net.InFlight())
-			if pol != "binding" && pol != "bss" { // bss on two paths: n_batch = 1
-				require.Equal(t, 2, used, "%s used %d subchannels", pol, used)
-			} else {
+			switch pol {
+			case "binding":
 				require.Equal(t, 1, used)
+				require.Equal(t, int64(4), posted, "binding: one work request per write")
+			case "bss": // two paths: n_batch = 1, the single best path (it may move between writes)
+				require.Equal(t, int64(4), posted, "bss n_batch=1: one work request per write")
+			default:
+				require.Equal(t, 2, used, "%s used %d subchannels", pol, used)
 			}
 			for k := 0; k < 4; k++ {
 				require.True(t, bytes.Equal(local[:1<<20], b.buf[k<<20:(k+1)<<20]), "%s: flushed write %d", pol, k)
