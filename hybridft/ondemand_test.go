@@ -854,7 +854,10 @@ func TestOnDemandFailover(t *testing.T) {
 			require.Equal(t, a.buf, b.buf, "data at the target")
 			s := ca[0].Stats()
 			if useAPM {
-				require.Equal(t, int64(1), s.PathMigrations, "APM moved rail 1's queue pair")
+				// APM moves it, once; only when the port error finds the alternate not ARMED at that
+				// instant (a path load in progress) does the software recovery move it instead.
+				require.LessOrEqual(t, s.PathMigrations, int64(1), "%+v", s)
+				require.Positive(t, s.PathMigrations+s.Recoveries, "rail 1's queue pair moved: %+v", s)
 			} else {
 				require.Positive(t, s.Recoveries, "the software recovery re-established rail 1's queue pair")
 			}
