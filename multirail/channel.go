@@ -420,3 +420,20 @@ func (c *Channel) Close() error {
 	}
 	return first
 }
+
+// MapRemote returns a load/store view of the target's region [raddr, raddr+length) under rkey
+// (ibv.QP.MapRemote), for a Sync channel whose provider maps its peers' memory (shm): the
+// caller then puts and gets with copy, as Do would but without a work request. Using the view
+// is in program order with the channel's operations while View.Usable holds (every request
+// posted earlier has been executed). Errors wrap ibv.ErrUnsupported on other channels, and
+// the access errors of ibv.DirectMapper.
+func (c *Channel) MapRemote(raddr uint64, length int, rkey uint32, need ibv.Access) (*ibv.RemoteView, error) {
+	if !c.sync || length < 0 || !c.subs[0].QP().CanMapRemote() {
+		return nil, fmt.Errorf("multirail: MapRemote: %w", ibv.ErrUnsupported)
+	}
+	v, err := c.subs[0].QP().MapRemote(rkey, raddr, uint64(length), need)
+	if err != nil {
+		return nil, fmt.Errorf("multirail: MapRemote: %w", err)
+	}
+	return v, nil
+}

@@ -91,3 +91,31 @@ func BenchmarkAccFloat64(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNbPutWindow is OSU put_bw's inner loop: a window of 64 ARMCI_NbPut of one size to the
+// same offset, their Waits, then ARMCI_Fence. One op is one window.
+func BenchmarkNbPutWindow(b *testing.B) {
+	const window = 64
+	for _, size := range []int{64 << 10, 256 << 10} {
+		b.Run(fmt.Sprintf("shm/%d", size), func(b *testing.B) {
+			hs := make([]*rma.Handle, 0, window)
+			pair(b, rma.TransportShm, size, func(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, buf []byte) error {
+				hs = hs[:0]
+				for range window {
+					h, err := rt.NbPut(ctx, buf, seg, 1, 0)
+					if err != nil {
+						return err
+					}
+					hs = append(hs, h)
+				}
+				for _, h := range hs {
+					if err := h.Wait(ctx); err != nil {
+						return err
+					}
+				}
+				return rt.Fence(ctx, 1)
+			})
+			b.SetBytes(int64(size) * window)
+		})
+	}
+}

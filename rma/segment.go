@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/goarmci/goarmci/ibv"
 )
@@ -18,6 +19,7 @@ type Segment struct {
 	free   func() error
 	mrs    []*ibv.MR // per network
 	remote []remotePart
+	views  []atomic.Pointer[ibv.RemoteView] // per rank: load/store view of a same-node part (direct.go)
 	freed  bool
 }
 
@@ -71,6 +73,7 @@ func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 		}
 		s.remote[p] = rp
 	}
+	s.views = make([]atomic.Pointer[ibv.RemoteView], r.size)
 	r.segMu.Lock()
 	r.live[s.id] = s
 	r.segMu.Unlock()
@@ -117,6 +120,7 @@ func alignedHeap(n int) []byte {
 
 func (s *Segment) release() error {
 	var first error
+	s.releaseViews()
 	for i, mr := range s.mrs {
 		if mr != nil {
 			if err := mr.Dereg(); err != nil && first == nil {

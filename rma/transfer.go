@@ -63,6 +63,12 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 		})
 	}
 	if block && pe.ch.Sync() {
+		if v := seg.view(pe); v != nil && x.kind != kAcc {
+			// same node, mapped: each piece is a copy (direct.go)
+			return nil, pieces(func(local []byte, roff int) error {
+				return x.self(v.Mem[off+roff:off+roff+len(local)], local)
+			})
+		}
 		return nil, pieces(func(local []byte, roff int) error {
 			return x.do(pe.ch, local, raddr+uint64(roff), rkey)
 		})
@@ -94,6 +100,10 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 		return nil, x.self(seg.local[off:off+len(local)], local)
 	}
 	if block && pe.ch.Sync() {
+		if v := seg.view(pe); v != nil && x.kind != kAcc {
+			// Same node, mapped: a copy into or out of the peer's part (direct.go).
+			return nil, x.self(v.Mem[off:off+len(local)], local)
+		}
 		// Shared memory: executed inside the post, no request or completion queue.
 		return nil, x.do(pe.ch, local, raddr, rkey)
 	}

@@ -1,0 +1,63 @@
+package rma
+
+import (
+	"github.com/goarmci/goarmci/ibv"
+)
+
+// Direct access to same-node parts of a segment (ARMCI's shared-memory path on SMP nodes:
+// ARMCI_Put/Get between processes of one node are memory copies into the segment as mapped
+// in the origin; DESIGN.md §8). A blocking Put or Get to a peer over shared memory copies
+// straight into or out of a view of the peer's part (ibv.RemoteView, checked once against the
+// part's rkey when first used), with no work request: the view is taken per (segment, peer)
+// and given back by Free and Finalize. Accumulates keep the work-request path (the target
+// region's accumulate lock is the provider's); operations of a channel that cannot map, or
+// whose queue pair is not in RTS, also do.
+
+// noView marks a (segment, peer) whose part cannot be mapped: not tried again.
+var noView = new(ibv.RemoteView)
+
+// view returns the load/store view of pe's part of s, or nil when there is none (network
+// peers, memory not in a shared buffer, a queue pair not in RTS).
+func (s *Segment) view(pe *peer) *ibv.RemoteView {
+	if pe.rank >= len(s.views) {
+		return nil
+	}
+	slot := &s.views[pe.rank]
+	v := slot.Load()
+	if v == nil {
+		v = s.mapPart(pe)
+		if !slot.CompareAndSwap(nil, v) {
+			if v != noView {
+				v.Release()
+			}
+			v = slot.Load()
+		}
+	}
+	if v == noView || !v.Usable() {
+		return nil
+	}
+	return v
+}
+
+// mapPart maps pe's whole part of s, or returns noView.
+func (s *Segment) mapPart(pe *peer) *ibv.RemoteView {
+	rp := &s.remote[pe.rank]
+	if pe.net < 0 || pe.ch == nil || !pe.ch.Sync() || rp.size == 0 {
+		return noView
+	}
+	v, err := pe.ch.MapRemote(rp.addr, rp.size, rp.rkeys[pe.net], ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+	if err != nil {
+		s.rt.log.Debug().Err(err).Int("rank", pe.rank).Int("segment", s.id).Msg("rma: no direct view; work requests")
+		return noView
+	}
+	return v
+}
+
+// releaseViews gives back every view of s (Free, Finalize).
+func (s *Segment) releaseViews() {
+	for i := range s.views {
+		if v := s.views[i].Swap(noView); v != nil && v != noView {
+			v.Release()
+		}
+	}
+}

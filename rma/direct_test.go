@@ -1,0 +1,81 @@
+package rma_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+// TestDirectViewShm: over shared memory a blocking Put, Get, PutS/GetS and PutV to a peer go
+// through a load/store view of its part (taken at the first use); values are exact, a
+// non-blocking put issued just before is seen by the direct Get (program order), bad input
+// still fails with ErrOutOfRange and changes nothing, and Free gives the views back. Over tcp
+// there is no view.
+func TestDirectViewShm(t *testing.T) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		t.Run(string(tr), func(t *testing.T) {
+			rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				directBody(ctx, t, rt, tr == rma.TransportShm)
+			}, rmatest.Transport(tr))
+		})
+	}
+}
+
+func directBody(ctx context.Context, t testing.TB, rt *rma.Runtime, shm bool) {
+	const part = 1 << 16
+	seg, err := rt.Malloc(ctx, part)
+	require.NoError(t, err)
+	me, peer := rt.Rank(), 1-rt.Rank()
+	base := me * (part / 2) // each origin writes its own half of the peer's part
+	require.False(t, seg.HasView(peer), "no view before the first operation")
+
+	data := pattern(me, 1000)
+	require.NoError(t, rt.Put(ctx, data, seg, peer, base+8))
+	require.Equal(t, shm, seg.HasView(peer), "view after a blocking Put")
+	got := make([]byte, 1000)
+	require.NoError(t, rt.Get(ctx, seg, peer, base+8, got))
+	require.Equal(t, data, got)
+
+	// a non-blocking put (work request) then a direct blocking get of the same range
+	d2 := pattern(me+7, 4096)
+	h, err := rt.NbPut(ctx, d2, seg, peer, base+2048)
+	require.NoError(t, err)
+	g2 := make([]byte, 4096)
+	require.NoError(t, rt.Get(ctx, seg, peer, base+2048, g2))
+	require.NoError(t, h.Wait(ctx))
+	require.Equal(t, d2, g2, "get after a non-blocking put returns the new data")
+
+	// strided: 4 rows of 100 bytes, 256 apart at the target, packed at the origin
+	src := pattern(me+3, 400)
+	require.NoError(t, rt.PutS(ctx, src, []int{100}, seg, peer, base+8192, []int{256}, []int{100, 4}))
+	back := make([]byte, 400)
+	require.NoError(t, rt.GetS(ctx, seg, peer, base+8192, []int{256}, back, []int{100}, []int{100, 4}))
+	require.Equal(t, src, back)
+	// vector
+	require.NoError(t, rt.PutV(ctx, []rma.Vec{{Local: []byte{1, 2}, Off: base + 20000}, {Local: []byte{3}, Off: base + 20010}}, seg, peer))
+	v := make([]byte, 11)
+	require.NoError(t, rt.Get(ctx, seg, peer, base+20000, v))
+	require.Equal(t, []byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 3}, v)
+
+	// out of range: an error, nothing written
+	before := make([]byte, 16)
+	require.NoError(t, rt.Get(ctx, seg, peer, part-16, before))
+	require.ErrorIs(t, rt.Put(ctx, make([]byte, 32), seg, peer, part-16), rma.ErrOutOfRange)
+	require.ErrorIs(t, rt.Get(ctx, seg, peer, -1, make([]byte, 4)), rma.ErrOutOfRange)
+	after := make([]byte, 16)
+	require.NoError(t, rt.Get(ctx, seg, peer, part-16, after))
+	require.True(t, bytes.Equal(before, after))
+
+	require.NoError(t, rt.Barrier(ctx))
+	// what the peer wrote into my part, read locally
+	require.Equal(t, pattern(peer, 1000), seg.Local()[peer*(part/2)+8:peer*(part/2)+1008])
+	require.NoError(t, rt.Barrier(ctx))
+	require.NoError(t, seg.Free(ctx))
+	require.False(t, seg.HasView(peer), "Free gives the views back")
+	require.ErrorIs(t, rt.Put(ctx, data, seg, peer, 0), rma.ErrFreed)
+}
