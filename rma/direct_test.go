@@ -41,14 +41,30 @@ func directBody(ctx context.Context, t testing.TB, rt *rma.Runtime, shm bool) {
 	require.NoError(t, rt.Get(ctx, seg, peer, base+8, got))
 	require.Equal(t, data, got)
 
-	// a non-blocking put (work request) then a direct blocking get of the same range
+	// a non-blocking put (through the view on shm: complete at issue), then a non-blocking
+	// accumulate (a work request) and at once a get of the same range: the new data
 	d2 := pattern(me+7, 4096)
 	h, err := rt.NbPut(ctx, d2, seg, peer, base+2048)
 	require.NoError(t, err)
 	g2 := make([]byte, 4096)
-	require.NoError(t, rt.Get(ctx, seg, peer, base+2048, g2))
+	hg, err := rt.NbGet(ctx, seg, peer, base+2048, g2)
+	require.NoError(t, err)
+	require.NoError(t, hg.Wait(ctx))
 	require.NoError(t, h.Wait(ctx))
 	require.Equal(t, d2, g2, "get after a non-blocking put returns the new data")
+	ones := make([]byte, 8*64)
+	for i := 0; i < 64; i++ {
+		ones[8*i] = 1
+	}
+	require.NoError(t, rt.Put(ctx, make([]byte, 8*64), seg, peer, base+4096))
+	ha, err := rt.NbAcc(ctx, rma.AccInt64, 2, ones, seg, peer, base+4096)
+	require.NoError(t, err)
+	g3 := make([]byte, 8*64)
+	require.NoError(t, rt.Get(ctx, seg, peer, base+4096, g3))
+	require.NoError(t, ha.Wait(ctx))
+	for i := 0; i < 64; i++ {
+		require.Equal(t, byte(2), g3[8*i], "element %d: get after a non-blocking accumulate", i)
+	}
 
 	// strided: 4 rows of 100 bytes, 256 apart at the target, packed at the origin
 	src := pattern(me+3, 400)

@@ -62,13 +62,15 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 			return x.self(seg.local[off+roff:off+roff+len(local)], local)
 		})
 	}
-	if block && pe.ch.Sync() {
-		if v := seg.view(pe); v != nil && x.kind != kAcc {
-			// same node, mapped: each piece is a copy (direct.go)
+	if x.kind != kAcc && pe.ch.Sync() {
+		if v := seg.view(pe); v != nil {
+			// same node, mapped: each piece is a copy, complete at issue (direct.go)
 			return nil, pieces(func(local []byte, roff int) error {
 				return x.self(v.Mem[off+roff:off+roff+len(local)], local)
 			})
 		}
+	}
+	if block && pe.ch.Sync() {
 		return nil, pieces(func(local []byte, roff int) error {
 			return x.do(pe.ch, local, raddr+uint64(roff), rkey)
 		})
@@ -99,11 +101,14 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	if pe.rank == r.rank {
 		return nil, x.self(seg.local[off:off+len(local)], local)
 	}
-	if block && pe.ch.Sync() {
-		if v := seg.view(pe); v != nil && x.kind != kAcc {
-			// Same node, mapped: a copy into or out of the peer's part (direct.go).
+	if x.kind != kAcc && pe.ch.Sync() {
+		if v := seg.view(pe); v != nil {
+			// Same node, mapped: a copy into or out of the peer's part, complete at issue
+			// (direct.go); a non-blocking one returns no handle, as a self operation.
 			return nil, x.self(v.Mem[off:off+len(local)], local)
 		}
+	}
+	if block && pe.ch.Sync() {
 		// Shared memory: executed inside the post, no request or completion queue.
 		return nil, x.do(pe.ch, local, raddr, rkey)
 	}
