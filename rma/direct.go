@@ -20,9 +20,6 @@ var noView = new(ibv.RemoteView)
 // view returns the load/store view of pe's part of s, or nil when there is none (network
 // peers, memory not in a shared buffer, a queue pair not in RTS).
 func (s *Segment) view(pe *peer) *ibv.RemoteView {
-	if pe.rank >= len(s.views) {
-		return nil
-	}
 	slot := &s.views[pe.rank]
 	v := slot.Load()
 	if v == nil {
@@ -40,10 +37,11 @@ func (s *Segment) view(pe *peer) *ibv.RemoteView {
 	return v
 }
 
-// mapPart maps pe's whole part of s, or returns noView.
+// mapPart maps pe's whole part of s, or returns noView (an empty part; a channel that cannot
+// map: multirail.Channel.MapRemote says which). pe is a connected peer, not this rank.
 func (s *Segment) mapPart(pe *peer) *ibv.RemoteView {
 	rp := &s.remote[pe.rank]
-	if pe.net < 0 || pe.ch == nil || !pe.ch.Sync() || rp.size == 0 {
+	if rp.size == 0 {
 		return noView
 	}
 	v, err := pe.ch.MapRemote(rp.addr, rp.size, rp.rkeys[pe.net], ibv.AccessRemoteWrite|ibv.AccessRemoteRead)

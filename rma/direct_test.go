@@ -13,7 +13,7 @@ import (
 
 // TestDirectViewShm: over shared memory a blocking Put, Get, PutS/GetS and PutV to a peer go
 // through a load/store view of its part (taken at the first use); values are exact, a
-// non-blocking put issued just before is seen by the direct Get (program order), bad input
+// non-blocking put or accumulate issued just before is seen by the Get (program order), bad input
 // still fails with ErrOutOfRange and changes nothing, and Free gives the views back. Over tcp
 // there is no view.
 func TestDirectViewShm(t *testing.T) {

@@ -35,22 +35,19 @@ func TestMapRemote(t *testing.T) {
 	dev.mu.Lock()
 	p := dev.peers[b.addr]
 	dev.mu.Unlock()
-	p.mu.Lock()
-	refs := 0
-	for _, m := range p.maps {
-		refs += m.refs
+	refs := func() (n int) { // mapping references held on b's buffers
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, m := range p.maps {
+			n += m.refs
+		}
+		return n
 	}
-	p.mu.Unlock()
+	held := refs()
 	v.Release()
 	v.Release() // idempotent
 	require.Nil(t, v.Mem)
-	p.mu.Lock()
-	after := 0
-	for _, m := range p.maps {
-		after += m.refs
-	}
-	p.mu.Unlock()
-	require.Equal(t, refs-1, after, "Release gives the mapping reference back")
+	require.Equal(t, held-1, refs(), "Release gives the mapping reference back")
 
 	before := append([]byte(nil), tgt...)
 	for _, c := range []struct {
