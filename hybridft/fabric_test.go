@@ -151,6 +151,11 @@ func TestFabricAPMRailDown(t *testing.T) {
 		require.True(t, bytes.Equal(a.buf, b.buf))
 		require.Equal(t, int64(1), a.conns[0].Stats().PathMigrations, "one PATH_MIG on the affected QP")
 		require.Equal(t, int64(0), a.conns[1].Stats().PathMigrations, "the other rail's QP")
+		// the responder's end migrated at the first request from its alternate path
+		synctest.Wait()
+		require.Equal(t, int64(1), b.conns[0].Stats().PathMigrations, "one PATH_MIG at the responder's end")
+		require.Equal(t, int64(0), b.conns[1].Stats().PathMigrations)
+		require.Equal(t, uint8(2), b.conns[0].Port())
 		require.Equal(t, uint8(2), a.conns[0].Port())
 		require.Equal(t, uint8(2), a.conns[0].QP().Query().AV.PortNum)
 		for _, c := range a.conns {

@@ -274,6 +274,9 @@ func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	case p.Opcode == wire.OpUDSend:
 		q.recvUD(p, link)
 	case p.Opcode.IsRequest():
+		if alt := q.altArmed.Load(); alt != nil && alt.Addr == link.RemoteAddr() {
+			q.migrateResponder(alt)
+		}
 		q.respond(b, p, link)
 	default:
 		q.onResponse(p)

@@ -386,6 +386,19 @@ func TestAPMMigration(t *testing.T) {
 	wc = post(t, x, ibv.SendWR{Opcode: ibv.OpRDMARead, LocalBuf: got, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
 	require.Equal(t, ibv.WCSuccess, wc.Status)
 	require.Equal(t, src, got)
+
+	// the responder migrated at the first request from its alternate path (IBA §17.2.8): one
+	// EventPathMig on its side too, and its own requests take the peer's port 2 from now on
+	ev = waitEvent(t, b, ibv.EventPathMig)
+	require.Equal(t, y.qp.Num(), ev.QPNum)
+	yattr := y.qp.Query()
+	require.Equal(t, ibv.Migrated, yattr.PathMigState)
+	pa2a, _ := a.QueryPort(2)
+	require.Equal(t, pa2a.Addr, yattr.AV.Addr)
+	wc = post(t, y, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("back"), RemoteAddr: x.mr.Addr, RKey: x.mr.RKey})
+	require.Equal(t, ibv.WCSuccess, wc.Status)
+	require.Equal(t, []byte("back"), x.mr.Buf()[:4])
+	require.Equal(t, pa2.Addr, x.qp.Query().AV.Addr, "the requester stays on the peer's port 2")
 }
 
 func TestRearmFailsOnDeadAlternate(t *testing.T) {

@@ -27,6 +27,9 @@ type QP struct {
 	deadline atomic.Int64               // ns; 0: no timer running (ACK timeout or RNR wait)
 	lastRx   atomic.Int64               // ns: last packet from the peer while a timer ran (Config.Reliable)
 	pathPtr  atomic.Pointer[ibv.AHAttr] // the primary path, for lock-free PathFault
+	// altArmed is the alternate path while the QP is ARMED on it (nil otherwise): a request
+	// arriving from it makes the responder migrate (migrateResponder).
+	altArmed atomic.Pointer[ibv.AHAttr]
 
 	sqMu sync.Mutex
 	sq   sendState
@@ -198,6 +201,9 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	if seg := q.e.cfg.SegmentSize; q.typ == ibv.RC && seg > a.mtu {
 		a.mtu = seg
 	}
+	if mask&(ibv.AttrAltPath|ibv.AttrPathMigState|ibv.AttrState) != 0 {
+		q.altArmed.Store(nil) // a new alternate, a migration or a state change: not ARMED on the old one
+	}
 	if mask&ibv.AttrPathMigState != 0 {
 		switch {
 		case attr.PathMigState == ibv.Migrated && cur.PathMigState == ibv.Armed:
@@ -291,6 +297,17 @@ func (q *QP) loadAltPath(alt ibv.AHAttr) {
 			detail = fmt.Sprintf("alternate path %s port %d: %v", alt.Addr, alt.PortNum, err)
 		}
 		q.ibq.SetArmed(err == nil, detail)
+		if err == nil {
+			// still the alternate of the QP (no new path load or migration meanwhile), and ARMED.
+			// Query takes the modify lock, which comes before rqMu: ask first. A path load that
+			// slips in between can leave a stale altArmed; migrateResponder checks ARMED again.
+			armed := q.ibq.Query().PathMigState == ibv.Armed
+			q.rqMu.Lock()
+			if armed && q.rq.a.hasAlt && q.rq.a.alt == alt {
+				q.altArmed.Store(&alt)
+			}
+			q.rqMu.Unlock()
+		}
 	}()
 }
 

@@ -640,6 +640,7 @@ func (q *QP) tick(now int64) bool {
 	s.migrating = true
 	q.deadline.Store(0)
 	path := s.a.path
+	q.altArmed.Store(nil)
 	q.sqMu.Unlock()
 	_, ok := q.ibq.MigrateAuto(fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
 	q.sqMu.Lock()
