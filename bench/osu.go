@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -204,9 +206,14 @@ func (b *oneSided) op(name string, size int) (func(ctx context.Context, to int) 
 	case "get_latency", "get_bw":
 		return func(ctx context.Context, to int) error { return rt.Get(ctx, seg, to, 0, buf) }, nil
 	case "acc_latency":
-		zero := make([]byte, size) // adding zeros keeps the target's values finite
+		// doubles 1.0, written: the target's values stay finite and normal, and the source is
+		// real memory (a fresh make is the kernel's zero page until written, as in the peers)
+		ones := make([]byte, size)
+		for i := 0; i+8 <= size; i += 8 {
+			binary.LittleEndian.PutUint64(ones[i:], math.Float64bits(1))
+		}
 		return func(ctx context.Context, to int) error {
-			return rt.Acc(ctx, rma.AccFloat64, 1, zero, seg, to, 0)
+			return rt.Acc(ctx, rma.AccFloat64, 1, ones, seg, to, 0)
 		}, nil
 	case "fop_latency":
 		return func(ctx context.Context, to int) error {

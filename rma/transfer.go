@@ -6,6 +6,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/memcopy"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -122,9 +123,9 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 func (x xfer) self(dst, local []byte) error {
 	switch x.kind {
 	case kPut:
-		copy(dst, local)
+		memcopy.Copy(dst, local)
 	case kGet:
-		copy(local, dst)
+		memcopy.Copy(local, dst)
 	case kAcc:
 		if err := accum.Apply(x.typ, dst, local, x.scale); err != nil {
 			return fmt.Errorf("%w: %w", ErrType, err)

@@ -124,7 +124,7 @@ static void armci(const char *name, long lo_s, long hi_s) {
     void **ptrs = malloc(sizeof(void *) * nproc);
     ARMCI_Malloc(ptrs, hi_s < 8 ? 8 : hi_s);
     char *buf = ARMCI_Malloc_local(hi_s < 8 ? 8 : hi_s);
-    memset(buf, 0, hi_s < 8 ? 8 : hi_s);
+    fill_source(buf, hi_s < 8 ? 8 : hi_s);
     double scale = 1;
     const char *title = put ? (bw ? "# OSU MPI_Put Bandwidth Test" : "# OSU MPI_Put Latency Test") :
                         get ? (bw ? "# OSU MPI_Get Bandwidth Test" : "# OSU MPI_Get Latency Test") :

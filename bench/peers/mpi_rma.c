@@ -173,8 +173,8 @@ int main(int argc, char **argv) {
     long wbytes = hi < 8 ? 8 : hi;
     sbuf = malloc(wbytes);
     rbuf = malloc(wbytes);
-    memset(sbuf, 0, wbytes);
-    memset(rbuf, 0, wbytes);
+    fill_source(sbuf, wbytes);
+    memset(rbuf, 0x5a, wbytes);
     void *base;
     if (!strcmp(o.win, "create")) {
         base = malloc(wbytes);

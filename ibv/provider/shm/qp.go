@@ -12,6 +12,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/memcopy"
 	"github.com/goarmci/goarmci/internal/xunix"
 )
 
@@ -396,13 +397,13 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte, acc *accum.
 	case ibv.OpRDMAWrite:
 		o := 0
 		for _, b := range bufs {
-			o += copy(t[o:], b)
+			o += memcopy.Copy(t[o:], b)
 		}
 		return ibv.WCSuccess, 0
 	case ibv.OpRDMARead:
 		o := 0
 		for _, b := range bufs {
-			o += copy(b, t[o:])
+			o += memcopy.Copy(b, t[o:])
 		}
 		return ibv.WCSuccess, 0
 	case ibv.OpAccumulate:
