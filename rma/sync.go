@@ -8,6 +8,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/xunix"
 )
 
 // Fence blocks until every operation this rank issued to proc has completed at proc
@@ -114,7 +115,7 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 		if i%pollGoschedEvery == pollGoschedEvery-1 {
 			runtime.Gosched()
 		} else {
-			schedYield()
+			xunix.SchedYield()
 		}
 	}
 	d := 20 * time.Microsecond

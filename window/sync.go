@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/xunix"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -46,7 +46,7 @@ func (b *backoff) wait(ctx context.Context) error {
 		if b.n%16 == 0 {
 			runtime.Gosched()
 		} else {
-			schedYield()
+			xunix.SchedYield()
 		}
 		return nil
 	}
@@ -60,9 +60,6 @@ func (b *backoff) wait(ctx context.Context) error {
 	b.d = min(2*b.d, 100*time.Microsecond)
 	return nil
 }
-
-// schedYield gives the OS thread's core to another runnable thread or process.
-func schedYield() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // pollLocal waits until the 8-byte word at byte offset off of this rank's synchronization
 // segment reaches at least v (written by peers with remote atomics).

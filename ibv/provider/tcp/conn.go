@@ -381,6 +381,7 @@ func consume(bufs [][]byte, n int) [][]byte {
 // c.wbufs (at most iovMax pieces). With wblock it asks to wait for writability on EAGAIN.
 func (c *conn) writev(fd uintptr) bool {
 	iov := c.iov[:0]
+	total := 0
 	for _, b := range c.wbufs {
 		if len(iov) == iovMax {
 			break
@@ -391,6 +392,7 @@ func (c *conn) writev(fd uintptr) bool {
 		v := unix.Iovec{Base: &b[0]}
 		v.SetLen(len(b))
 		iov = append(iov, v)
+		total += len(b)
 	}
 	c.iov = iov
 	if len(iov) == 0 {
@@ -398,7 +400,7 @@ func (c *conn) writev(fd uintptr) bool {
 		return true
 	}
 	for {
-		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		n, e := sysIovec(unix.SYS_WRITEV, fd, &iov[0], len(iov), total)
 		if e == unix.EINTR {
 			continue
 		}

@@ -64,7 +64,7 @@ func (p *pollReader) try(fd uintptr) bool {
 			return true
 		}
 		if len(p.b2) == 0 {
-			p.n, p.rerr = unix.Read(int(fd), p.b)
+			p.n, p.rerr = p.read(fd)
 		} else {
 			p.n, p.rerr = p.readv(fd)
 		}
@@ -98,12 +98,24 @@ func (p *pollReader) readv(fd uintptr) (int, error) {
 	p.iov[0].SetLen(len(p.b))
 	p.iov[1] = unix.Iovec{Base: &p.b2[0]}
 	p.iov[1].SetLen(len(p.b2))
-	n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&p.iov[0])), 2)
+	n, e := sysIovec(unix.SYS_READV, fd, &p.iov[0], 2, len(p.b)+len(p.b2))
 	p.iov = [2]unix.Iovec{}
 	if e != 0 {
 		return -1, e
 	}
-	return int(n), nil
+	return n, nil
+}
+
+// read reads into b (unix.Read's results, without its entersyscall for small buffers).
+func (p *pollReader) read(fd uintptr) (int, error) {
+	if len(p.b) == 0 {
+		return 0, nil
+	}
+	n, e := sysRead(fd, unsafe.Pointer(&p.b[0]), len(p.b))
+	if e != 0 {
+		return -1, e
+	}
+	return n, nil
 }
 
 // Read reads into b like net.Conn.Read.
