@@ -3,6 +3,7 @@ package ibv
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // DirectMapper is implemented by QP drivers whose responder memory is reachable by this
@@ -12,9 +13,11 @@ import (
 // release function that gives back the mapping reference it holds. It returns an error
 // wrapping ErrUnsupported when the region is not mapped (memory reached by cross-memory
 // attach), ErrInvalidKey, ErrAccess or ErrOutOfBounds for a bad access, ErrUnreachable when
-// the responder QP does not accept requests.
+// the responder QP does not accept requests. acc is the region's accumulate lock word, the one
+// every accumulate into the region takes whoever executes it (nil when the provider has none:
+// accumulates then keep work requests).
 type DirectMapper interface {
-	MapRemote(rkey uint32, addr, length uint64, need Access) (mem []byte, release func(), err error)
+	MapRemote(rkey uint32, addr, length uint64, need Access) (mem []byte, acc *atomic.Uint32, release func(), err error)
 }
 
 // RemoteView is a load/store view of a checked remote region: Mem is the target's bytes
@@ -25,7 +28,12 @@ type DirectMapper interface {
 // itself (the shm provider executes every request inside the post while the QP is in RTS, so
 // there every request posted before a use of the view has been applied; see Usable).
 type RemoteView struct {
-	Mem     []byte
+	Mem []byte
+	// Acc is the region's accumulate lock word (a spin lock: 0 free, 1 held, in memory every
+	// process reaching the region maps): an accumulate through the view holds it while it adds,
+	// as the provider does for accumulate work requests into the region from any process
+	// (internal/accum.ApplyLocked). nil: accumulate through work requests.
+	Acc     *atomic.Uint32
 	qp      *QP
 	release func()
 	once    sync.Once
@@ -47,11 +55,11 @@ func (qp *QP) MapRemote(rkey uint32, addr, length uint64, need Access) (*RemoteV
 	if st := qp.State(); st != StateRTS {
 		return nil, fmt.Errorf("%w: MapRemote in %v", ErrInvalidState, st)
 	}
-	mem, release, err := dm.MapRemote(rkey, addr, length, need)
+	mem, acc, release, err := dm.MapRemote(rkey, addr, length, need)
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteView{Mem: mem, qp: qp, release: release}, nil
+	return &RemoteView{Mem: mem, Acc: acc, qp: qp, release: release}, nil
 }
 
 // CanMapRemote reports whether the provider gives direct views of remote memory (MapRemote).

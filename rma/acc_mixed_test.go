@@ -13,8 +13,9 @@ import (
 )
 
 // TestAccumulateMixedTransportsExact: 4 ranks on 2 pretend nodes accumulate into the same
-// elements of rank 0 at once — rank 0 itself, rank 1 through shared memory (the origin applies
-// under the region's lock), ranks 2 and 3 through tcp (rank 0's responder applies). Every path
+// elements of rank 0 at once — rank 0 itself, rank 1 through shared memory (through its direct
+// view of rank 0's part, under the region's lock word), ranks 2 and 3 through tcp (rank 0's
+// responder applies). Every path
 // must take the same accumulate lock, so the sums are exact.
 func TestAccumulateMixedTransportsExact(t *testing.T) {
 	rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
@@ -30,6 +31,9 @@ func TestAccumulateMixedTransportsExact(t *testing.T) {
 			require.NoError(t, rt.Acc(ctx, rma.AccFloat64, 0.5, ones, seg, 0, 0))
 			// small ones too, on the first elements, mixing sizes on the same words
 			require.NoError(t, rt.Acc(ctx, rma.AccFloat64, 0.5, ones[:8], seg, 0, 0))
+		}
+		if rt.Rank() == 1 {
+			require.True(t, seg.HasView(0), "rank 1 accumulates through its view of rank 0's part")
 		}
 		require.NoError(t, rt.Barrier(ctx))
 		if rt.Rank() == 0 {

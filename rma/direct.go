@@ -10,9 +10,10 @@ import (
 // issue and returns no handle, as ARMCI allows) to a peer over shared memory copies
 // straight into or out of a view of the peer's part (ibv.RemoteView, checked once against the
 // part's rkey when first used), with no work request: the view is taken per (segment, peer)
-// and given back by Free and Finalize. Accumulates keep the work-request path (the target
-// region's accumulate lock is the provider's); operations of a channel that cannot map, or
-// whose queue pair is not in RTS, also do.
+// and given back by Free and Finalize. An accumulate adds through the view holding the region's
+// accumulate lock word (RemoteView.Acc: the provider's, which every accumulate into the region
+// takes, whichever process or provider executes it); without one it keeps work requests, as do
+// operations of a channel that cannot map, or whose queue pair is not in RTS.
 
 // noView marks a (segment, peer) whose part cannot be mapped: not tried again.
 var noView = new(ibv.RemoteView)

@@ -63,11 +63,11 @@ func (r *Runtime) run(ctx context.Context, x xfer, seg *Segment, pe *peer, off, 
 			return x.self(seg.local[off+roff:off+roff+len(local)], local)
 		})
 	}
-	if x.kind != kAcc && pe.ch.Sync() {
-		if v := seg.view(pe); v != nil {
-			// same node, mapped: each piece is a copy, complete at issue (direct.go)
+	if pe.ch.Sync() {
+		if v := seg.view(pe); v != nil && (x.kind != kAcc || v.Acc != nil) {
+			// same node, mapped: each piece is a copy or an add, complete at issue (direct.go)
 			return nil, pieces(func(local []byte, roff int) error {
-				return x.self(v.Mem[off+roff:off+roff+len(local)], local)
+				return x.direct(v, v.Mem[off+roff:off+roff+len(local)], local)
 			})
 		}
 	}
@@ -102,11 +102,12 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	if pe.rank == r.rank {
 		return nil, x.self(seg.local[off:off+len(local)], local)
 	}
-	if x.kind != kAcc && pe.ch.Sync() {
-		if v := seg.view(pe); v != nil {
-			// Same node, mapped: a copy into or out of the peer's part, complete at issue
-			// (direct.go); a non-blocking one returns no handle, as a self operation.
-			return nil, x.self(v.Mem[off:off+len(local)], local)
+	if pe.ch.Sync() {
+		if v := seg.view(pe); v != nil && (x.kind != kAcc || v.Acc != nil) {
+			// Same node, mapped: a copy into or out of the peer's part, or an add under the
+			// region's accumulate lock, complete at issue (direct.go); a non-blocking one
+			// returns no handle, as a self operation.
+			return nil, x.direct(v, v.Mem[off:off+len(local)], local)
 		}
 	}
 	if block && pe.ch.Sync() {
@@ -117,6 +118,19 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	n, req := r.begin(pe, block)
 	ierr := x.post(ctx, pe.ch, req, local, raddr, rkey)
 	return r.finish(ctx, n, req, ierr, block)
+}
+
+// direct applies a transfer piece to dst, bytes of a same-node peer's part seen through the view
+// v: a copy, or an accumulate holding the region's lock word (v.Acc), the one the provider's
+// accumulate work requests into that region take, from this process or any other.
+func (x xfer) direct(v *ibv.RemoteView, dst, local []byte) error {
+	if x.kind != kAcc {
+		return x.self(dst, local)
+	}
+	if err := accum.ApplyLocked(v.Acc, x.typ, dst, local, x.scale); err != nil {
+		return fmt.Errorf("%w: %w", ErrType, err)
+	}
+	return nil
 }
 
 // self applies a transfer piece to this rank's own memory.

@@ -4,6 +4,7 @@ package shm
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/goarmci/goarmci/ibv"
 )
@@ -15,11 +16,11 @@ import (
 // load/store path of intra-node one-sided operations (DESIGN.md §8: a one-copy path into
 // mapped memory is what the MPI and ARMCI peers use). Regions reached only by cross-memory
 // attach have no mapping: ErrUnsupported.
-func (q *qpDrv) MapRemote(rkey uint32, addr, length uint64, need ibv.Access) ([]byte, func(), error) {
+func (q *qpDrv) MapRemote(rkey uint32, addr, length uint64, need ibv.Access) ([]byte, *atomic.Uint32, func(), error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed {
-		return nil, nil, ibv.ErrClosed
+		return nil, nil, nil, ibv.ErrClosed
 	}
 	r, st, vendor := q.remoteLocked(rkey, addr, length, need)
 	if st != ibv.WCSuccess {
@@ -34,10 +35,10 @@ func (q *qpDrv) MapRemote(rkey uint32, addr, length uint64, need ibv.Access) ([]
 		default:
 			err = ibv.ErrAccess
 		}
-		return nil, nil, fmt.Errorf("shm: MapRemote rkey %#x [%#x,+%d): %v: %w", rkey, addr, length, st, err)
+		return nil, nil, nil, fmt.Errorf("shm: MapRemote rkey %#x [%#x,+%d): %v: %w", rkey, addr, length, st, err)
 	}
 	if r.mem == nil {
-		return nil, nil, fmt.Errorf("shm: MapRemote rkey %#x: region not in a shared buffer: %w", rkey, ibv.ErrUnsupported)
+		return nil, nil, nil, fmt.Errorf("shm: MapRemote rkey %#x: region not in a shared buffer: %w", rkey, ibv.ErrUnsupported)
 	}
 	off := addr - r.vaddr
 	mem := r.mem[off : off+length : off+length]
@@ -49,5 +50,5 @@ func (q *qpDrv) MapRemote(rkey uint32, addr, length uint64, need ibv.Access) ([]
 		p.mu.Unlock()
 		release = func() { p.release(bm) }
 	}
-	return mem, release, nil
+	return mem, &r.slot.acc, release, nil
 }
