@@ -96,7 +96,7 @@ func lastLines(s string, n int) string {
 //
 // Looked for: mpicc.openmpi + mpirun.openmpi (Debian openmpi-bin, libopenmpi-dev), mpicc.mpich +
 // mpirun.mpich (mpich, libmpich-dev), and Global Arrays 5.8 over ARMCI-MPI for Open MPI
-// (libglobalarrays-dev, libarmci-mpi-dev, libscalapack-openmpi-dev).
+// (libglobalarrays-dev, libarmci-mpi-dev, libscalapack-openmpi-dev, liblapack-dev, libblas-dev).
 func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 	var notes []string
 	src := filepath.Join(dir, "src")
@@ -147,7 +147,7 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		gacfg := "/usr/lib/x86_64-linux-gnu/ga/openmpi/bin/ga-config"
 		libs, err := exec.CommandContext(ctx, gacfg, "--libs").Output()
 		if err != nil {
-			notes = append(notes, "peer ga: Global Arrays for Open MPI not found (apt-get install libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev)")
+			notes = append(notes, "peer ga: Global Arrays for Open MPI not found (apt-get install libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev liblapack-dev libblas-dev)")
 			continue
 		}
 		gaExe := filepath.Join(dir, "ga_bench-openmpi")
