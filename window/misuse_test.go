@@ -18,9 +18,10 @@ func TestMisuseChangesNothing(t *testing.T) {
 		w, err := Allocate(ctx, rt, 64, 8)
 		require.NoError(t, err)
 		word := make([]byte, 8)
-		lockWord := func() int64 {
-			require.NoError(t, rt.Get(ctx, w.sync, peer, offLock, word))
-			return geti64(word, 0)
+		lockWord := func() int64 { // read atomically, as the lock's own atomics write it
+			v, err := rt.Rmw(ctx, rma.FetchAndAddLong, w.sync, peer, offLock, 0)
+			require.NoError(t, err)
+			return v
 		}
 
 		// outside any epoch

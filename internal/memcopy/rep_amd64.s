@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 #include "textflag.h"
 
 // func repMovsb(dst, src unsafe.Pointer, n uintptr)
