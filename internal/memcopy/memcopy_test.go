@@ -81,7 +81,7 @@ func TestCopySharedMapping(t *testing.T) {
 // real data, the same destination every time (a put_bw window): go test -bench Copy
 // ./internal/memcopy.
 func BenchmarkCopy(b *testing.B) {
-	for _, n := range []int{4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+	for _, n := range []int{4 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20, 4 << 20} {
 		src, dst := make([]byte, n), make([]byte, n)
 		fill(src, 3)
 		fill(dst, 4)
