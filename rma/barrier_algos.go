@@ -102,13 +102,14 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 	return r.atomic(ctx, pe, ibv.OpAtomicSwap64, r.signalSink(), raddr, rkey, id, 0)
 }
 
-// await polls this rank's flag word slot until it holds id or more.
-func (r *Runtime) await(ctx context.Context, slot int, id uint64) error {
+// await polls this rank's flag word slot until it holds id or more, written by rank from (probed
+// while the wait is long: pollUntilProbe).
+func (r *Runtime) await(ctx context.Context, slot int, id uint64, from int) error {
 	w := r.sys.local[8*slot : 8*slot+8]
-	return pollUntil(ctx, func() bool {
+	return pollUntilProbe(ctx, func() bool {
 		v, _ := accum.Load64(w)
 		return v >= id
-	})
+	}, r.liveness(ctx, from))
 }
 
 func (r *Runtime) pairwiseBarrier(ctx context.Context, id uint64) error {
@@ -119,10 +120,10 @@ func (r *Runtime) pairwiseBarrier(ctx context.Context, id uint64) error {
 		if err := r.signal(ctx, me-p, pairwiseExtraSlot, id); err != nil {
 			return fmt.Errorf("rma: pairwise barrier: %w", err)
 		}
-		return r.await(ctx, pairwiseRoundSlot, id)
+		return r.await(ctx, pairwiseRoundSlot, id, me-p)
 	}
 	if me < n-p {
-		if err := r.await(ctx, pairwiseExtraSlot, id); err != nil {
+		if err := r.await(ctx, pairwiseExtraSlot, id, me+p); err != nil {
 			return err
 		}
 	}
@@ -131,7 +132,7 @@ func (r *Runtime) pairwiseBarrier(ctx context.Context, id uint64) error {
 		if err := r.signal(ctx, partner, pairwiseRoundSlot+k, id); err != nil {
 			return fmt.Errorf("rma: pairwise barrier round %d to rank %d: %w", k, partner, err)
 		}
-		if err := r.await(ctx, pairwiseRoundSlot+k, id); err != nil {
+		if err := r.await(ctx, pairwiseRoundSlot+k, id, partner); err != nil {
 			return fmt.Errorf("rma: pairwise barrier round %d: waiting for rank %d: %w", k, partner, err)
 		}
 	}
@@ -150,7 +151,7 @@ func (r *Runtime) gatherBarrier(ctx context.Context, id uint64) error {
 		if gatherFanIn*me+1+c >= n {
 			break
 		}
-		if err := r.await(ctx, gatherChildSlot+c, id); err != nil {
+		if err := r.await(ctx, gatherChildSlot+c, id, gatherFanIn*me+1+c); err != nil {
 			return fmt.Errorf("rma: gather barrier: waiting for rank %d: %w", gatherFanIn*me+1+c, err)
 		}
 	}
@@ -159,7 +160,7 @@ func (r *Runtime) gatherBarrier(ctx context.Context, id uint64) error {
 		if err := r.signal(ctx, parent, gatherChildSlot+idx, id); err != nil {
 			return fmt.Errorf("rma: gather barrier: report to rank %d: %w", parent, err)
 		}
-		return r.await(ctx, gatherReleaseSlot, id)
+		return r.await(ctx, gatherReleaseSlot, id, 0)
 	}
 	// Broadcast: rank 0 releases every rank.
 	for p := 1; p < n; p++ {

@@ -58,7 +58,7 @@ func runNetns(t *testing.T, tb *testutil.Testbed, pol string, seq int, mode stri
 	cmds := make([]*exec.Cmd, 2)
 	for rank := 0; rank < 2; rank++ {
 		c := tb.Command(ctx, rank, os.Args[0], "-test.run=^TestStripedNetns$", "-test.count=1", "-test.v")
-		c.Env = append(cleanTestEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS=2",
+		c.Env = append(testutil.CleanEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS=2",
 			fmt.Sprintf("SLURM_JOB_ID=77%d%d", os.Getpid()%1000, seq), "SLURM_STEP_ID=0", "GOARMCI_RDV="+rdv,
 			"GOARMCI_RAILS="+strings.Join(tb.Hosts[rank].Addrs, ","), "GOARMCI_STRIPE_POLICY="+pol,
 			netnsChildEnv+"="+mode, fmt.Sprintf("GOARMCI_TEST_BIG=%v", big))
@@ -70,20 +70,6 @@ func runNetns(t *testing.T, tb *testutil.Testbed, pol string, seq int, mode stri
 		require.NoError(t, c.Wait(), "rank %d:\n%s", rank, outs[rank].String())
 	}
 	return outs[0].String()
-}
-
-func cleanTestEnv() []string {
-	var env []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range []string{"GOARMCI_", "SLURM_", "OMPI_", "PMI_"} {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // netnsChild is one rank of TestStripedNetns.

@@ -83,10 +83,11 @@ func (r *Runtime) barrier(ctx context.Context) error {
 			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
 		}
 		slot := flags[8*k : 8*k+8]
-		if err := pollUntil(ctx, func() bool {
+		from := (r.rank - dist + r.size) % r.size
+		if err := pollUntilProbe(ctx, func() bool {
 			v, _ := accum.Load64(slot)
 			return v >= id
-		}); err != nil {
+		}, r.liveness(ctx, from)); err != nil {
 			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, (r.rank-dist+r.size)%r.size, err)
 		}
 	}
@@ -104,7 +105,14 @@ func (r *Runtime) barrier(ctx context.Context) error {
 // under a load average of 5–7 (bench ga_sync, 2 ranks): a Gosched-first poll made GA_Sync cost a
 // steady 40–50 µs, yield-first polling 1–5 µs. The occasional Gosched keeps ranks that are
 // goroutines of one process (tests) and the tcp reader goroutines making progress.
-func pollUntil(ctx context.Context, cond func() bool) error {
+func pollUntil(ctx context.Context, cond func() bool) error { return pollUntilProbe(ctx, cond, nil) }
+
+// pollUntilProbe is pollUntil that, once it has backed off to sleeps, calls probe every
+// probeEvery and ends the wait with probe's error. Barriers probe the rank whose flag they wait
+// for: with nothing of its own in flight to that rank, a waiting rank would never learn that the
+// rank it waits for can no longer reach it (a network partition: the probe fails with
+// ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
+func pollUntilProbe(ctx context.Context, cond func() bool, probe func() error) error {
 	for i := 0; i < pollYields; i++ {
 		if cond() {
 			return nil
@@ -119,14 +127,47 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 		}
 	}
 	d := 20 * time.Microsecond
+	probed := time.Now()
 	for !cond() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		time.Sleep(d)
 		d = min(2*d, time.Millisecond)
+		if probe != nil && time.Since(probed) >= probeEvery {
+			if err := probe(); err != nil {
+				return err
+			}
+			probed = time.Now()
+		}
 	}
 	return nil
+}
+
+// probeEvery is how often a barrier that has backed off to sleeps probes the rank it waits for.
+const probeEvery = 100 * time.Millisecond
+
+// liveness returns the probe of rank from for pollUntilProbe: an atomic fetch-and-add of 0 on
+// its first barrier flag (it reads, changes nothing), which completes while a path to from exists
+// and fails with the transport's error (ErrPartition) when none does.
+func (r *Runtime) liveness(ctx context.Context, from int) func() error {
+	if from == r.rank {
+		return nil
+	}
+	return func() error {
+		pe, err := r.conn(ctx, from)
+		if err != nil {
+			return err
+		}
+		raddr, rkey, err := r.sys.target(pe, 0, 8)
+		if err != nil {
+			return err
+		}
+		if err := r.atomic(ctx, pe, ibv.OpAtomicFetchAdd, r.signalSink(), raddr, rkey, 0, 0); err != nil {
+			return fmt.Errorf("rank %d unreachable: %w", from, err)
+		}
+		return nil
+	}
 }
 
 // pollUntil's budget: polls before sleeping, and one Gosched in every pollGoschedEvery polls.

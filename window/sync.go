@@ -62,10 +62,15 @@ func (b *backoff) wait(ctx context.Context) error {
 }
 
 // pollLocal waits until the 8-byte word at byte offset off of this rank's synchronization
-// segment reaches at least v (written by peers with remote atomics).
-func (w *Window) pollLocal(ctx context.Context, off int, v uint64) error {
+// segment reaches at least v (written by the ranks from with remote atomics). Once the wait has
+// backed off to sleeps it probes those ranks every probeEvery (a fetch-and-add of 0 on their
+// fence word): with nothing of its own in flight to them, a waiting rank would otherwise never
+// learn that they can no longer reach it (a network partition ends the probe with
+// rma.ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
+func (w *Window) pollLocal(ctx context.Context, off int, v uint64, from ...int) error {
 	word := w.sync.Local()[off : off+8]
 	b := backoff{yields: pollYields}
+	var probed time.Time
 	for {
 		got, err := accum.Load64(word)
 		if err != nil {
@@ -77,8 +82,27 @@ func (w *Window) pollLocal(ctx context.Context, off int, v uint64) error {
 		if err := b.wait(ctx); err != nil {
 			return err
 		}
+		if b.d == 0 || len(from) == 0 {
+			continue // still yielding
+		}
+		if probed.IsZero() {
+			probed = time.Now()
+		} else if time.Since(probed) >= probeEvery {
+			for _, t := range from {
+				if t == w.me {
+					continue
+				}
+				if _, err := w.faa(ctx, t, offFence, 0); err != nil {
+					return fmt.Errorf("rank %d unreachable: %w", t, err)
+				}
+			}
+			probed = time.Now()
+		}
 	}
 }
+
+// probeEvery is how often a wait that has backed off to sleeps probes the ranks it waits for.
+const probeEvery = 100 * time.Millisecond
 
 func (w *Window) faa(ctx context.Context, t, off int, v int64) (int64, error) {
 	return w.rt.Rmw(ctx, rma.FetchAndAddLong, w.sync, t, off, v)
@@ -138,7 +162,7 @@ func (w *Window) barrier(ctx context.Context) error {
 		if err := w.swap(ctx, to, offFence+8*k, id); err != nil {
 			return fmt.Errorf("window: fence round %d to rank %d: %w", k, to, err)
 		}
-		if err := w.pollLocal(ctx, offFence+8*k, id); err != nil {
+		if err := w.pollLocal(ctx, offFence+8*k, id, (w.me-dist+w.n)%w.n); err != nil {
 			return fmt.Errorf("window: fence round %d: waiting for rank %d: %w", k, (w.me-dist+w.n)%w.n, err)
 		}
 	}
@@ -186,7 +210,7 @@ func (w *Window) Start(ctx context.Context, group []int, a Assert) error {
 	}
 	if a&ModeNoCheck == 0 {
 		for _, t := range group {
-			if err := w.pollLocal(ctx, offGrant+8*t, w.startSeq[t]+1); err != nil {
+			if err := w.pollLocal(ctx, offGrant+8*t, w.startSeq[t]+1, t); err != nil {
 				return fmt.Errorf("window: Start: waiting for rank %d to post: %w", t, err)
 			}
 		}
@@ -231,7 +255,7 @@ func (w *Window) Wait(ctx context.Context) error {
 	if !w.ep.InPost() {
 		return w.ep.Wait()
 	}
-	if err := w.pollLocal(ctx, offDone, w.expectDone); err != nil {
+	if err := w.pollLocal(ctx, offDone, w.expectDone, w.ep.Posted()...); err != nil {
 		return fmt.Errorf("window: Wait: %w", err)
 	}
 	return w.ep.Wait()

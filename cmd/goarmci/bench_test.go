@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/internal/testutil"
 )
 
 // benchCLI runs the built goarmci binary (bench re-launches itself, so it cannot run inside the
@@ -21,7 +22,7 @@ import (
 func benchCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(goarmciExe, append([]string{"bench"}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -33,17 +34,6 @@ func benchCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // cleanEnv drops launcher variables, so bench launches its own ranks even under a launcher.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GOARMCI_") || strings.HasPrefix(kv, "OMPI_") || strings.HasPrefix(kv, "PMI") || strings.HasPrefix(kv, "SLURM_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 func TestBenchPutBwParsesAsOSUText(t *testing.T) {
 	code, out, errOut := benchCLI(t, "put_bw", "-iterations", "10", "-max-size", "4096")
 	require.Equal(t, 0, code, errOut)

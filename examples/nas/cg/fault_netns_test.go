@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,62 +31,43 @@ func TestRailPulledMidRun(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rdv := fmt.Sprintf("%s:%d", tb.Hosts[0].Addrs[1], 29500+os.Getpid()%400)
-	var outs [2]strings.Builder
-	var mu sync.Mutex
-	started := make(chan struct{})
-	var once sync.Once
-	cmds := make([]*exec.Cmd, 2)
-	pws := make([]*io.PipeWriter, 2)
-	var readers sync.WaitGroup
-	for rank := 0; rank < 2; rank++ {
-		c := tb.Command(ctx, rank, bin, "-class", "W")
-		c.Env = append(cleanEnv(), "SLURM_PROCID="+fmt.Sprint(rank), "SLURM_NTASKS=2", "SLURM_JOB_ID=4343",
-			"SLURM_STEP_ID=0", "GOARMCI_RDV="+rdv, "GOARMCI_RAILS="+strings.Join(tb.Hosts[rank].Addrs, ","))
-		pr, pw := io.Pipe()
-		pws[rank] = pw
-		c.Stdout, c.Stderr = pw, pw
-		require.NoError(t, c.Start())
-		cmds[rank] = c
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			sc := bufio.NewScanner(pr)
-			for sc.Scan() {
-				line := sc.Text()
-				mu.Lock()
-				outs[rank].WriteString(line + "\n")
-				mu.Unlock()
-				if f := strings.Fields(line); len(f) == 3 && f[0] == "1" {
-					once.Do(func() { close(started) })
+	var (
+		once   sync.Once
+		pulled = make(chan struct{})
+		fault  sync.WaitGroup
+	)
+	job := testutil.RankJob{Exe: []string{bin, "-class", "W"}, Rendezvous: 1, Port: 29500 + os.Getpid()%400}
+	outs, errs := job.Run(ctx, t, tb, func(_ int, line string) {
+		if f := strings.Fields(line); len(f) != 3 || f[0] != "1" {
+			return
+		}
+		once.Do(func() { // the first outer iteration: pull the cable, plug it back a moment later
+			fault.Add(1)
+			go func() {
+				defer fault.Done()
+				rx0, _, _ := tb.Counters(1, 1)
+				if err := tb.Link(0, false); err != nil {
+					t.Errorf("%v", err)
+					return
 				}
-			}
-		}()
-	}
-	pulled := false
-	select {
-	case <-started:
-		rx0, _ := tb.Bytes(1, 1)
-		tb.SetLink(0, false)
-		pulled = true
-		time.Sleep(300 * time.Millisecond) // a fault, not an assertion: let traffic hit the dead rail
-		tb.SetLink(0, true)
-		rx1, _ := tb.Bytes(1, 1)
-		t.Logf("rail 1 carried %d bytes while rail 0 was down", rx1-rx0)
-	case <-ctx.Done():
-	}
-	errs := make([]error, 2)
-	for rank, c := range cmds {
-		errs[rank] = c.Wait()
-		pws[rank].Close()
-	}
-	readers.Wait() // every line is in outs
+				close(pulled)
+				time.Sleep(300 * time.Millisecond) // a fault, not an assertion: let traffic hit the dead rail
+				if err := tb.Link(0, true); err != nil {
+					t.Errorf("%v", err)
+				}
+				rx1, _, _ := tb.Counters(1, 1)
+				t.Logf("rail 1 carried %d bytes while rail 0 was down", rx1-rx0)
+			}()
+		})
+	})
+	fault.Wait()
 	for rank, err := range errs {
-		require.NoError(t, err, "rank %d:\n%s", rank, outs[rank].String())
+		require.NoError(t, err, "rank %d:\n%s", rank, outs[rank])
 	}
-	mu.Lock()
-	report := outs[0].String()
-	mu.Unlock()
-	require.True(t, pulled, "the run ended before the first iteration was seen:\n%s", report)
-	require.Contains(t, report, "Verification = SUCCESSFUL", report)
+	select {
+	case <-pulled:
+	default:
+		t.Fatalf("the run ended before the first iteration was seen:\n%s", outs[0])
+	}
+	require.Contains(t, outs[0], "Verification = SUCCESSFUL", outs[0])
 }

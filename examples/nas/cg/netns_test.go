@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestClassSAcrossTwoHosts(t *testing.T) {
 	cmds := make([]*exec.Cmd, 2)
 	for rank := 0; rank < 2; rank++ {
 		c := tb.Command(ctx, rank, bin, "-class", "S")
-		c.Env = append(cleanEnv(), "SLURM_PROCID="+fmt.Sprint(rank), "SLURM_NTASKS=2", "SLURM_JOB_ID=4242",
+		c.Env = append(testutil.CleanEnv(), "SLURM_PROCID="+fmt.Sprint(rank), "SLURM_NTASKS=2", "SLURM_JOB_ID=4242",
 			"SLURM_STEP_ID=0", "GOARMCI_RDV="+rdv)
 		c.Stdout, c.Stderr = &outs[rank], &outs[rank]
 		require.NoError(t, c.Start())
@@ -53,16 +52,3 @@ func TestClassSAcrossTwoHosts(t *testing.T) {
 }
 
 // cleanEnv is the test's environment without launcher variables.
-func cleanEnv() []string {
-	var env []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range []string{"GOARMCI_", "SLURM_", "OMPI_", "PMI_"} {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		env = append(env, kv)
-	}
-	return env
-}

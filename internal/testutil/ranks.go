@@ -1,0 +1,213 @@
+package testutil
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RankJob is a two-rank job on a Testbed: a program started on each host as srun would start it
+// (SLURM_PROCID, SLURM_NTASKS, GOARMCI_RDV on rail Rendezvous of host 0, GOARMCI_RAILS with the
+// host's rails), with Env added. The program is Exe, or else this test binary running test Test.
+type RankJob struct {
+	Exe        []string // program and arguments (empty: this test binary)
+	Test       string   // the test to run in each rank (-test.run=^Test$) when Exe is empty
+	Env        []string // added to every rank's environment (the child marker, knobs)
+	Rendezvous int      // the rail whose host-0 address serves the rendezvous
+	Port       int      // the rendezvous port
+}
+
+// Run starts both ranks and waits for them. onLine, when set, is called with every line each
+// rank prints, as it comes, from the rank's own reader goroutine (it must not block for long).
+// It returns each rank's whole output and exit error.
+func (j RankJob) Run(ctx context.Context, t testing.TB, tb *Testbed, onLine func(rank int, line string)) (outs [2]string, errs [2]error) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		bufs  [2]strings.Builder
+		pipes [2]*io.PipeWriter
+		lines sync.WaitGroup
+	)
+	type waiter interface{ Wait() error }
+	cmds := make([]waiter, 2)
+	for rank := 0; rank < 2; rank++ {
+		argv := j.Exe
+		if len(argv) == 0 {
+			argv = []string{os.Args[0], "-test.run=^" + j.Test + "$", "-test.count=1", "-test.v"}
+		}
+		c := tb.Command(ctx, rank, argv[0], argv[1:]...)
+		c.Env = append(append(CleanEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS=2",
+			fmt.Sprintf("SLURM_JOB_ID=%d%d", 80+len(j.Test)%10, os.Getpid()%100000), "SLURM_STEP_ID=0",
+			fmt.Sprintf("GOARMCI_RDV=%s:%d", tb.Hosts[0].Addrs[j.Rendezvous], j.Port),
+			"GOARMCI_RAILS="+strings.Join(tb.Hosts[rank].Addrs, ",")), j.Env...)
+		pr, pw := io.Pipe()
+		pipes[rank] = pw
+		c.Stdout, c.Stderr = pw, pw
+		if err := c.Start(); err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+		cmds[rank] = c
+		lines.Add(1)
+		go func() {
+			defer lines.Done()
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				line := sc.Text()
+				mu.Lock()
+				bufs[rank].WriteString(line + "\n")
+				mu.Unlock()
+				if onLine != nil {
+					onLine(rank, line)
+				}
+			}
+			_, _ = io.Copy(io.Discard, pr)
+		}()
+	}
+	for rank, c := range cmds {
+		errs[rank] = c.Wait()
+		pipes[rank].Close()
+	}
+	lines.Wait()
+	for rank := range outs {
+		outs[rank] = bufs[rank].String()
+	}
+	return outs, errs
+}
+
+// CleanEnv is this process's environment without the variables of a launcher or of goarmci
+// (GOARMCI_*, SLURM_*, OMPI_*, PMI_*), for children that get their own.
+func CleanEnv() []string {
+	var env []string
+next:
+	for _, kv := range os.Environ() {
+		for _, p := range []string{"GOARMCI_", "SLURM_", "OMPI_", "PMI_"} {
+			if strings.HasPrefix(kv, p) {
+				continue next
+			}
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// RunPartitionPhases runs job, whose two ranks print "READY 1" and later "READY 2", and cuts the
+// hosts apart twice: when both printed READY 1, every rail goes down for 500 ms (a partition
+// shorter than any sensible GOARMCI_PARTITION_TIMEOUT), and when both printed READY 2, every rail
+// goes down for good. It fails the test when a rank fails, logs the lines starting with SHORT or
+// LONG, and returns the ranks' outputs.
+func RunPartitionPhases(ctx context.Context, t testing.TB, tb *Testbed, job RankJob) [2]string {
+	t.Helper()
+	ready := [2]chan struct{}{make(chan struct{}, 2), make(chan struct{}, 2)}
+	pctx, pcancel := context.WithCancel(ctx) // ends the phases when the job ends early
+	defer pcancel()
+	both := func() bool {
+		for r := range ready {
+			select {
+			case <-ready[r]:
+			case <-pctx.Done():
+				return false
+			}
+		}
+		return true
+	}
+	all := func(up bool) { // on a goroutine of its own: report, do not FailNow
+		for r := 0; r < tb.Rails(); r++ {
+			if err := tb.Link(r, up); err != nil {
+				t.Errorf("%v", err)
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if both() {
+			all(false)
+			_ = sleepCtx(pctx, 500*time.Millisecond) // the fault's length, not an assertion
+			all(true)
+		}
+		if both() {
+			all(false)
+		}
+	}()
+	outs, errs := job.Run(ctx, t, tb, func(rank int, line string) {
+		if strings.HasPrefix(line, "READY") {
+			ready[rank] <- struct{}{}
+		}
+	})
+	pcancel()
+	<-done
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v\n%s", rank, err, outs[rank])
+		}
+		for _, l := range strings.Split(outs[rank], "\n") {
+			if strings.HasPrefix(l, "SHORT") || strings.HasPrefix(l, "LONG") {
+				t.Logf("rank %d: %s", rank, l)
+			}
+		}
+	}
+	return outs
+}
+
+// PartitionTest is the parent side of a partition test on a two-host testbed with
+// GOARMCI_PARTITION_TIMEOUT=3s: it skips with -short (and without root), re-runs test in both
+// hosts with childEnv set, cuts the hosts apart as RunPartitionPhases does, and fails unless
+// both ranks report the collective done across the short partition ("SHORT ok") and an
+// ErrPartition across the long one ("LONG partition=true"). The children run PartitionSteps.
+func PartitionTest(t *testing.T, test, childEnv string, port int) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes in network namespaces")
+	}
+	tb := NewTestbed(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job := RankJob{Test: test, Env: []string{childEnv, "GOARMCI_PARTITION_TIMEOUT=3s"}, Rendezvous: 1,
+		Port: port + os.Getpid()%1500}
+	for rank, out := range RunPartitionPhases(ctx, t, tb, job) {
+		if !strings.Contains(out, "SHORT ok") || !strings.Contains(out, "LONG partition=true") {
+			t.Fatalf("rank %d: want the collective done across the short partition and ErrPartition across the long one:\n%s", rank, out)
+		}
+	}
+}
+
+// PartitionSteps is one rank's side of PartitionTest: op is the collective under test (a
+// barrier, a fence) and isPartition recognizes the partition error. Rank 1 enters each phase's
+// op 300 ms late, so rank 0 waits alone when the rails go (its own part of the collective got
+// through; only a probe of the rank it waits for can end its wait). A hang ends with ctx.
+func PartitionSteps(ctx context.Context, t testing.TB, rank int, op func(context.Context) error, isPartition func(error) bool) {
+	t.Helper()
+	must := func(err error, what string) {
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	late := func() {
+		if rank == 1 {
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	must(op(ctx), "before the partitions")
+	fmt.Println("READY 1")
+	late()
+	start := time.Now()
+	must(op(ctx), "across a short partition")
+	fmt.Printf("SHORT ok after %v\n", time.Since(start).Round(time.Millisecond))
+	must(op(ctx), "after the short partition")
+	fmt.Println("READY 2")
+	late()
+	start = time.Now()
+	err := op(ctx)
+	if err == nil {
+		t.Fatalf("across a long partition: no error")
+	}
+	must(ctx.Err(), "the collective hung until the test's deadline")
+	fmt.Printf("LONG partition=%v after %v: %v\n", isPartition(err), time.Since(start).Round(time.Millisecond), err)
+}
