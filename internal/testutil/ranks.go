@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,8 +36,7 @@ func (j RankJob) Run(ctx context.Context, t testing.TB, tb *Testbed, onLine func
 		pipes [2]*io.PipeWriter
 		lines sync.WaitGroup
 	)
-	type waiter interface{ Wait() error }
-	cmds := make([]waiter, 2)
+	var cmds [2]*exec.Cmd
 	for rank := 0; rank < 2; rank++ {
 		argv := j.Exe
 		if len(argv) == 0 {
