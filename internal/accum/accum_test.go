@@ -58,6 +58,18 @@ func get(t Type, b []byte, i int) complex128 {
 
 var allTypes = []Type{Int32, Int64, Float32, Float64, Complex64, Complex128}
 
+// accumulated is what an accumulate of in with scale s leaves in an element holding init, as a
+// complex128: integer types scale by the truncated real part, real types by the real part.
+func accumulated(ty Type, init, in, s complex128) complex128 {
+	switch ty {
+	case Int32, Int64:
+		return complex(real(init)+float64(int64(real(s)))*real(in), 0)
+	case Float32, Float64:
+		return complex(real(init)+real(s)*real(in), 0)
+	}
+	return init + s*in
+}
+
 func TestSizesAndNames(t *testing.T) {
 	want := map[Type][2]int{Int32: {4, 4}, Int64: {8, 8}, Float32: {4, 4}, Float64: {8, 8}, Complex64: {8, 4}, Complex128: {16, 8}}
 	for ty, w := range want {
@@ -96,16 +108,7 @@ func TestApplyEveryTypeAndScale(t *testing.T) {
 			}
 			require.NoError(t, Apply(ty, dst, src, s), "%v scale %v", ty, s)
 			for i := 0; i < n; i++ {
-				var want complex128
-				switch ty {
-				case Int32, Int64:
-					want = complex(real(init[i])+float64(int64(real(s)))*real(in[i]), 0)
-				case Float32, Float64:
-					want = complex(real(init[i])+real(s)*real(in[i]), 0)
-				default:
-					want = init[i] + s*in[i]
-				}
-				require.Equal(t, want, get(ty, dst, i), "%v scale %v element %d", ty, s, i)
+				require.Equal(t, accumulated(ty, init[i], in[i], s), get(ty, dst, i), "%v scale %v element %d", ty, s, i)
 			}
 		}
 	}
@@ -326,16 +329,7 @@ func TestApplyLockedVectorPath(t *testing.T) {
 				}
 				require.NoError(t, ApplyLocked(&l, ty, dst, src, s))
 				for i := 0; i < n; i++ {
-					var want complex128
-					switch ty {
-					case Int32, Int64:
-						want = complex(real(init[i])+float64(int64(real(s)))*real(in[i]), 0)
-					case Float32, Float64:
-						want = complex(real(init[i])+real(s)*real(in[i]), 0)
-					default:
-						want = init[i] + s*in[i]
-					}
-					require.Equal(t, want, get(ty, dst, i), "%v n %d scale %v element %d", ty, n, s, i)
+					require.Equal(t, accumulated(ty, init[i], in[i], s), get(ty, dst, i), "%v n %d scale %v element %d", ty, n, s, i)
 				}
 				require.Equal(t, byte(0xee), buf[len(dst)], "%v n %d: wrote past dst", ty, n)
 			}

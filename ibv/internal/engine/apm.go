@@ -35,16 +35,7 @@ func (q *QP) migrateResponder(alt *ibv.AHAttr) {
 		q.pumpLocked()
 		return
 	}
-	q.rqMu.Lock()
-	s.a.path, s.a.alt = s.a.alt, s.a.path
-	s.a.timeout, s.a.altTimeout = s.a.altTimeout, s.a.timeout
-	if s.a.timeout == 0 {
-		s.a.timeout = s.a.altTimeout
-	}
-	q.rq.a = s.a
-	q.rqMu.Unlock()
-	q.publishPath()
-	s.retries = 0
+	q.swapToAltLocked()
 	q.e.log.Debug().Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: responder migrated to the alternate path")
 	outstanding := wire.PSNDiff(s.sent, s.una) > 0
 	if outstanding {
@@ -55,4 +46,22 @@ func (q *QP) migrateResponder(alt *ibv.AHAttr) {
 	if outstanding && q.deadline.Load() == 0 {
 		q.armTimer()
 	}
+}
+
+// swapToAltLocked makes the alternate path the primary after an automatic migration (the
+// requester's, by its retries, or the responder's): paths and their ACK timeouts swap in the
+// requester's and the responder's copies of the attributes, PathFault sees the new primary, and
+// the retry count starts over. sqMu is held; it takes rqMu.
+func (q *QP) swapToAltLocked() {
+	s := &q.sq
+	q.rqMu.Lock()
+	s.a.path, s.a.alt = s.a.alt, s.a.path
+	s.a.timeout, s.a.altTimeout = s.a.altTimeout, s.a.timeout
+	if s.a.timeout == 0 {
+		s.a.timeout = s.a.altTimeout
+	}
+	q.rq.a = s.a
+	q.rqMu.Unlock()
+	q.publishPath()
+	s.retries = 0
 }

@@ -654,16 +654,7 @@ func (q *QP) tick(now int64) bool {
 		q.failLocked(ibv.WCRetryExcErr, fmt.Sprintf("transport retries exhausted on path %s", path.Addr))
 		return false
 	}
-	q.rqMu.Lock()
-	s.a.path, s.a.alt = s.a.alt, s.a.path
-	s.a.timeout, s.a.altTimeout = s.a.altTimeout, s.a.timeout
-	if s.a.timeout == 0 {
-		s.a.timeout = s.a.altTimeout
-	}
-	q.rq.a = s.a
-	q.rqMu.Unlock()
-	q.publishPath()
-	s.retries = 0
+	q.swapToAltLocked()
 	s.rewind(s.una)
 	q.e.log.Debug().Uint32("qp", q.num).Str("path", s.a.path.Addr).Msg("engine: migrated to alternate path")
 	q.pumpLocked()
