@@ -50,8 +50,10 @@ func (r *Runtime) openNet() error {
 	}
 	// The ACK timeout floor is GOARMCI_ACK_TIMEOUT (default 50 ms): the engine's own 10 ms floor
 	// gives up on a loaded two-core machine while several rails carry 64 MiB bursts both ways.
+	// RC segments are tcp.DefaultSegmentSize (1 MiB) on every rank: a large RDMA write or read
+	// response is read from the socket straight into its memory region, one wake-up per segment.
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports,
-		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll()})
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll(), SegmentSize: tcp.DefaultSegmentSize})
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,11 @@ const (
 	FlagAckReq Flags = 1 << 2 // the requester asks for an ACK of this PSN
 	FlagImm    Flags = 1 << 3 // an ImmDt header follows (last packet of SEND/WRITE, UD SEND)
 	FlagMigReq Flags = 1 << 4 // sent on a newly migrated path (APM, IBA MigReq bit)
-	flagsAll         = FlagFirst | FlagLast | FlagAckReq | FlagImm | FlagMigReq
+	// FlagPathMTU, on an RDMA read request, asks for the responses in path-MTU packets instead
+	// of segments (a read shorter than one segment; not in the IBA, whose packets are always
+	// path-MTU sized).
+	FlagPathMTU Flags = 1 << 5
+	flagsAll          = FlagFirst | FlagLast | FlagAckReq | FlagImm | FlagMigReq | FlagPathMTU
 
 	// FlagOnly marks a single-packet message.
 	FlagOnly = FlagFirst | FlagLast

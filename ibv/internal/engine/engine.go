@@ -113,10 +113,10 @@ type Config struct {
 	Tick time.Duration
 	// Window is the number of packets a QP keeps in flight before it waits for ACKs (default 128).
 	Window int
-	// WindowBytes, when not 0, also bounds the bytes a QP keeps in flight: the packet window is
-	// at most WindowBytes / segment size (at least 2). With large segments (SegmentSize) a window
-	// of packets would put tens of MiB in flight, queued in front of every later request on a
-	// slow path.
+	// WindowBytes, when not 0, also bounds the payload bytes a QP keeps in flight (at least 2
+	// packets go out whatever their size). With large segments (SegmentSize) a window of packets
+	// would put tens of MiB in flight, queued in front of every later request on a slow path;
+	// a window of bytes alone would hold small messages to a few packets.
 	WindowBytes int
 	// SegmentSize, when larger than a queue pair's path MTU, is the RC segment size in bytes
 	// (the payload of one PSN) on this engine (0: the path MTU). IB's path MTU (at most 4 KiB)
@@ -203,12 +203,15 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 }
 
-// windowFor is the packet window of a QP whose segments are mtu bytes.
-func (e *Engine) windowFor(mtu int) int32 {
-	if e.cfg.WindowBytes <= 0 || mtu <= 0 {
-		return e.window
+// windowFull reports whether a QP with packets unacknowledged packets may send no more: the
+// packet window is full, or at least 2 packets are out and their payload (bytes, asked only
+// then) has reached WindowBytes. Small messages are bounded by the packet count, large segments
+// by their bytes.
+func (e *Engine) windowFull(packets int32, bytes func() uint64) bool {
+	if packets >= e.window {
+		return true
 	}
-	return min(e.window, int32(max(2, e.cfg.WindowBytes/mtu)))
+	return e.cfg.WindowBytes > 0 && packets >= 2 && bytes() >= uint64(e.cfg.WindowBytes)
 }
 
 // MaxMsgSize is the largest RC message in bytes.

@@ -250,8 +250,8 @@ func (q *QP) placeReadResp(p *wire.Packet, plen int) []byte {
 	if k >= w.npkts {
 		return nil
 	}
-	off := uint64(k) * uint64(s.a.mtu)
-	if want := min(uint64(s.a.mtu), w.length-min(off, w.length)); uint64(plen) != want {
+	off := uint64(k) * uint64(w.pkt)
+	if want := min(uint64(w.pkt), w.length-min(off, w.length)); uint64(plen) != want {
 		return nil
 	}
 	for _, b := range w.bufs {

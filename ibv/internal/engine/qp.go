@@ -44,8 +44,7 @@ type QP struct {
 
 	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
 	// see FailedRequests.
-	failed    []failedWQE
-	failedMTU int
+	failed []failedWQE
 }
 
 // attrs the engine keeps (set in Modify under both locks; read under either).
@@ -53,7 +52,8 @@ type qpAttrs struct {
 	port        uint8
 	access      ibv.Access
 	qkey        uint32
-	mtu         int
+	mtu         int // RC: the segment size (SegmentSize when larger than the path MTU)
+	pathMTU     int // the path MTU: the packet size of sends and writes shorter than a segment
 	destQPN     uint32
 	path, alt   ibv.AHAttr
 	hasAlt      bool
@@ -84,6 +84,7 @@ func newQP(e *Engine, ibq *ibv.QP) *QP {
 	if at.mtu <= 0 {
 		at.mtu = 4096
 	}
+	at.pathMTU = at.mtu
 	cp := ibq.Cap()
 	q.sq.a = at
 	q.sq.wq = make([]swqe, cp.MaxSendWR)
@@ -198,6 +199,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	if pm := q.portMTU(a.path.PortNum); pm > 0 && a.mtu > pm && q.typ == ibv.RC && a.path.PortNum != 0 {
 		a.mtu = pm
 	}
+	a.pathMTU = a.mtu
 	if seg := q.e.cfg.SegmentSize; q.typ == ibv.RC && seg > a.mtu {
 		a.mtu = seg
 	}

@@ -10,17 +10,18 @@ package engine
 type failedWQE struct {
 	id              uint64
 	firstPSN, npkts uint32
+	pkt             int // payload bytes per packet
 }
 
 // FailedRequests calls fn for every send request that the last move to ERROR flushed and that
 // had been given PSNs (requests posted in ERROR, or with a local error, had none and were never
-// transmitted), oldest first: its work request ID, first PSN, number of PSNs, and the path MTU
-// in bytes that segmented it. The record is kept until the next move to ERROR.
+// transmitted), oldest first: its work request ID, first PSN, number of PSNs, and the packet
+// size in bytes that segmented it (the path MTU or the segment size, see swqe.pkt). The record is kept until the next move to ERROR.
 func (q *QP) FailedRequests(fn func(id uint64, firstPSN, npkts uint32, mtu int)) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	for _, f := range q.failed {
-		fn(f.id, f.firstPSN, f.npkts, q.failedMTU)
+		fn(f.id, f.firstPSN, f.npkts, f.pkt)
 	}
 }
 

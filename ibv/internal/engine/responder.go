@@ -392,6 +392,9 @@ func (q *QP) readResponses(p *wire.Packet, link Link, psn uint32) (uint32, bool)
 		return 0, false
 	}
 	mtu := uint64(q.rq.a.mtu)
+	if p.Flags&wire.FlagPathMTU != 0 && q.rq.a.pathMTU > 0 {
+		mtu = uint64(q.rq.a.pathMTU) // the requester counts path-MTU responses (a short read)
+	}
 	n := uint32(max(1, (length+mtu-1)/mtu))
 	if lc, ok := link.(LinkCorker); ok && n > 1 {
 		lc.Cork()

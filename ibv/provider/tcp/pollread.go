@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -24,6 +25,9 @@ import (
 // it is bounded, so an idle connection costs nothing. With more ranks than cores polling steals
 // the core a computing rank needs (measured: CG class S, 4 ranks on 2 cores, 2.7 s → 4.1 s), so
 // the budget is a device option (tcp.Config.PollBudget) that the runtime sets per node.
+//
+// A reader that parks in the middle of a placed frame (ReadPlaced with a placement) sets the
+// socket's receive low-water mark to the bytes of the frame still missing (see lowat below).
 type pollReader struct {
 	rc     syscall.RawConn
 	nc     net.Conn
@@ -41,10 +45,54 @@ type pollReader struct {
 	active  bool
 	act     *atomic.Int64 // set to the time of every read that returns data (or nil)
 	fn      func(fd uintptr) bool
+	lowat   int // the socket's SO_RCVLOWAT as last set (1: the kernel's default)
+}
+
+// Receive low-water mark. A large frame arrives as many TCP segments, and every segment that
+// finds the reader parked wakes it: the sender's core pays an inter-processor wake-up, the
+// reader's core a scheduler round, and the reader reads the few KiB that arrived and parks
+// again. A reader placing a frame knows how many bytes it still needs; before it parks it sets
+// SO_RCVLOWAT to that count (at most maxFrame), so the kernel wakes it once, when the whole
+// rest of the frame is in the receive queue (Linux ≥ 4.18, tcp_set_rcvlowat: the receive
+// buffer grows to hold the mark, and the reader is woken anyway under memory pressure or when
+// the receive window closes, so a mark can never stall a stream). Any other read parks with the
+// mark back at 1 byte, so headers, ACKs and small frames wake it as before. Measured on 2
+// vCPUs, RDMA writes of 4 MiB in windows of 64 between two processes over loopback, 1 MiB
+// segments: 4.5-4.9 GB/s without the mark, 6.1-7.1 GB/s with it (the plain socket stream moves
+// 6.5-7.2); a mark of half or a quarter of the frame gained nothing (4.1-5.0), so it waits for
+// the whole rest.
+var lowatOK = kernelAtLeast(4, 18)
+
+// setLowat sets the socket's receive low-water mark for the read that is about to park: the
+// missing bytes of a placed frame, else 1 (one system call, only when it changes).
+func (p *pollReader) setLowat(fd uintptr) {
+	want := 1
+	if p.pl != nil && lowatOK {
+		want = max(1, min(len(p.b), maxFrame))
+	}
+	if want == p.lowat {
+		return
+	}
+	if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, want) == nil {
+		p.lowat = want
+	}
+}
+
+// kernelAtLeast reports whether the running Linux kernel's release is at least major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
-	p := &pollReader{nc: nc, budget: budget}
+	p := &pollReader{nc: nc, budget: budget, lowat: 1}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.rc = rc
@@ -78,6 +126,7 @@ func (p *pollReader) try(fd uintptr) bool {
 			return true
 		}
 		if !p.active {
+			p.setLowat(fd)
 			return false
 		}
 		if spins&15 == 0 {
@@ -85,6 +134,7 @@ func (p *pollReader) try(fd uintptr) bool {
 			if deadline.IsZero() {
 				deadline = now.Add(p.budget)
 			} else if now.After(deadline) {
+				p.setLowat(fd)
 				return false
 			}
 		}

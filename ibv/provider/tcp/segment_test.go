@@ -11,9 +11,10 @@ import (
 )
 
 // TestConformanceSegments runs the verbs suite with the large RC segments the rma runtime uses
-// (direct placement, zero-copy sends) and, without -short, with the largest allowed segment.
+// (tcp.DefaultSegmentSize: direct placement, zero-copy sends, the receive low-water mark) and,
+// without -short, with 256 KiB segments too.
 func TestConformanceSegments(t *testing.T) {
-	segs := []int{tcp.DefaultSegmentSize, 1 << 20}
+	segs := []int{tcp.DefaultSegmentSize, 256 << 10}
 	if testing.Short() {
 		segs = segs[:1]
 	}

@@ -56,7 +56,7 @@ type Config struct {
 	Window       int
 	// SegmentSize, when larger than a queue pair's path MTU, is the RC segment size in bytes,
 	// the payload of one PSN (0: the path MTU, 4 KiB by default; DefaultSegmentSize is the
-	// recommended value for a device used alone). A byte stream has no link MTU, and 4 KiB
+	// recommended value, and the rma runtime's). A byte stream has no link MTU, and 4 KiB
 	// packets cost a system call and a round of engine work each; larger segments are also what
 	// direct placement reads straight into memory (conn.go). Both ends of a connection must use
 	// the same value (the responder segments read responses, the requester checks them), which
@@ -86,15 +86,16 @@ type Config struct {
 // ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
 var ErrProtocol = errors.New("tcp: stream protocol violation")
 
-// DefaultSegmentSize is the recommended Config.SegmentSize: 256 KiB moves a 1 MiB RDMA write in
-// 4 system calls per side instead of 256 (measured over loopback, 2 ranks: put bandwidth at
-// 1–4 MiB 0.8–1.0× a plain socket, against 0.55–0.8× with 64 KiB). A slow rail takes a while
-// per segment (50 ms at 40 Mbit/s); the ACK liveness timer waits while the stream moves bytes
-// (engine.StreamActivity). The rma runtime keeps the port MTU: with its corked sends and
-// batched reads, 4 KiB, 256 KiB and 1 MiB segments (with a 4 or 16 MiB window) gave the same
-// put bandwidth, 4.2-4.8 GB/s at 1-4 MiB over loopback (goarmci bench put_bw -transport tcp,
-// 7 runs each), and its fault and interleave figures (bench/SCENARIOS.md) were measured so.
-const DefaultSegmentSize = 256 << 10
+// DefaultSegmentSize is the recommended Config.SegmentSize, and the rma runtime's: 1 MiB, the
+// largest. A message of a segment or more travels as segments, each one frame that the receiver
+// reads straight into the registered memory it belongs to (conn.place), waking once for it (the
+// receive low-water mark, pollread.go); shorter messages travel as path-MTU packets, which the
+// receiver reads many at a time (engine: swqe.pkt). Two processes over loopback, 2 vCPUs, RDMA
+// writes of 4 MiB in windows of 64: 4 KiB packets 4.5-4.9 GB/s (copied out of the read buffer,
+// a wake-up every few packets), 256 KiB and 512 KiB segments 3.9-4.6, 1 MiB segments 6.1-7.1,
+// the plain socket stream 6.5-7.2. A slow rail takes a while per segment (21 ms at 400 Mbit/s);
+// the ACK liveness timer waits while the stream moves bytes (engine.StreamActivity).
+const DefaultSegmentSize = 1 << 20
 
 // DefaultWindowBytes is the default Config.WindowBytes: 4 MiB, the in-flight volume that kept
 // puts and gets interleaving on 400 Mbit/s rails (bench/SCENARIOS.md) while the default window
