@@ -50,11 +50,11 @@ func (r *Runtime) openNet() error {
 	}
 	// The ACK timeout floor is GOARMCI_ACK_TIMEOUT (default 50 ms): the engine's own 10 ms floor
 	// gives up on a loaded two-core machine while several rails carry 64 MiB bursts both ways.
-	// RC packets are the port MTU (4 KiB), not segments (tcp.Config.SegmentSize): 1 MiB segments
-	// move one-directional puts and gets 1.2-1.7x faster at 1-4 MiB, but with both ranks putting
-	// at once (put_bibw, NAS IS) they moved 0.7-2.7 GB/s where 4 KiB packets move 5.4-5.8.
+	// RC segments are tcp.DefaultSegmentSize (1 MiB) on every rank: a message of a segment or
+	// more is read from the socket straight into its memory region, one wake-up per segment;
+	// shorter ones travel as 4 KiB packets, read many at a time.
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports,
-		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll()})
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll(), SegmentSize: tcp.DefaultSegmentSize})
 	if err != nil {
 		return err
 	}

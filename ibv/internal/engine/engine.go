@@ -269,7 +269,8 @@ func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	if q == nil {
 		return
 	}
-	q.revokePlacement(link) // a packet on another link: a placement in progress may be stale
+	// a packet on another link: a placement of its direction in progress may be stale
+	q.revokeOnArrival(link, p.Opcode.IsRequest() || p.Opcode == wire.OpUDSend)
 	if e.cfg.Reliable && q.deadline.Load() != 0 {
 		q.lastRx.Store(time.Now().UnixNano())
 	}

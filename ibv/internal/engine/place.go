@@ -16,13 +16,18 @@ import (
 // socket straight into registered memory instead of into a buffer the engine then copies from
 // (the receive-side zero copy of an RDMA NIC, which places payloads by DMA as they arrive).
 //
-// A placement is a reservation of the queue pair's next expected packet. The transport writes
-// the destination only between Placement.Begin and End (one non-blocking read at a time), and
-// only while the reservation stands. Whatever could make the bytes stale revokes it, waiting for
-// a read in progress to end: a packet of the queue pair arriving on another link (after a path
-// migration the same PSN may come again on a new stream while the old one still trickles in —
-// without revocation its late payload could overwrite newer data), any Modify, a move to ERROR,
-// Destroy. A revoked placement's packet is dropped; retransmission covers it as for any loss.
+// A placement is a reservation of the queue pair's next expected packet of one direction: the
+// responder's next request (an RDMA write) or the requester's next response (a read response);
+// a QP keeps one reservation of each, since the peer's requests and the responses to its own may
+// arrive on different streams at once. The transport writes the destination only between
+// Placement.Begin and End (one non-blocking read at a time), and only while the reservation
+// stands. Whatever could make the bytes stale revokes it, waiting for a read in progress to end:
+// a packet of the same direction arriving on another link (after a path migration the same PSN
+// may come again on a new stream while the old one still trickles in — without revocation its
+// late payload could overwrite newer data), any Modify, a move to ERROR, Destroy. A packet of
+// the other direction does not revoke: with one reservation per QP, the ACKs of a rank's own
+// puts revoked the placement of its peer's puts arriving on the other stream, and every revoked
+// 1 MiB segment was lost (put_bibw with 1 MiB segments: 0.7-2.7 GB/s). A revoked placement's packet is dropped; retransmission covers it as for any loss.
 // The packet itself then goes through DeliverSplit, which runs every check of Deliver; a payload
 // that is already in place is not copied again.
 
@@ -37,16 +42,22 @@ type placer struct {
 // Placement is a granted placement: Dst is exactly as long as the packet's payload.
 type Placement struct {
 	Dst []byte
-	q   *QP
+	p   *placer
 	gen uint64
 }
+
+// Placement directions (QP.place).
+const (
+	placeRequest  = 0
+	placeResponse = 1
+)
 
 // Begin must precede every write into Dst (a copy or a non-blocking read); it returns false when
 // the placement was revoked (the transport then discards the rest of the payload and drops the
 // packet). After true, End must follow the write. In race builds the pair also joins the
 // engine's serialized accesses to registered memory (race_on.go).
 func (pl *Placement) Begin() bool {
-	p := &pl.q.place
+	p := pl.p
 	p.mu.Lock()
 	if p.gen != pl.gen || p.link == nil {
 		p.mu.Unlock()
@@ -59,29 +70,44 @@ func (pl *Placement) Begin() bool {
 // End ends a write begun with Begin.
 func (pl *Placement) End() {
 	raceMemUnlock()
-	pl.q.place.mu.Unlock()
+	pl.p.mu.Unlock()
 }
 
 // Valid reports whether the placement still stands.
 func (pl *Placement) Valid() bool {
-	if pl.q == nil {
+	if pl.p == nil {
 		return false
 	}
-	p := &pl.q.place
+	p := pl.p
 	p.mu.Lock()
 	ok := p.gen == pl.gen && p.link != nil
 	p.mu.Unlock()
 	return ok
 }
 
-// revokePlacement revokes the QP's reservation unless link holds it (nil: revoke any); it waits
-// for a read in progress (a non-blocking read: short). The placement lock is innermost, so
+// revokePlacement revokes the QP's reservations unless link holds them (nil: revoke both); it
+// waits for a read in progress (a non-blocking read: short). The placement lock is innermost, so
 // callers may hold sqMu or rqMu.
 func (q *QP) revokePlacement(link Link) {
-	if !q.place.busy.Load() {
+	for i := range q.place {
+		q.place[i].revoke(link)
+	}
+}
+
+// revokeOnArrival revokes the reservation of a packet's direction held by another link than the
+// one it arrived on.
+func (q *QP) revokeOnArrival(link Link, request bool) {
+	if request {
+		q.place[placeRequest].revoke(link)
+	} else {
+		q.place[placeResponse].revoke(link)
+	}
+}
+
+func (p *placer) revoke(link Link) {
+	if !p.busy.Load() {
 		return
 	}
-	p := &q.place
 	p.mu.Lock()
 	if p.link != nil && (link == nil || p.link != link) {
 		p.gen++
@@ -91,8 +117,7 @@ func (q *QP) revokePlacement(link Link) {
 	p.mu.Unlock()
 }
 
-func (q *QP) reserve(link Link) (uint64, bool) {
-	p := &q.place
+func (q *QP) reserve(p *placer, link Link) (uint64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if q.dead.Load() {
@@ -105,8 +130,7 @@ func (q *QP) reserve(link Link) (uint64, bool) {
 }
 
 // release ends the reservation of gen (the packet is being delivered).
-func (q *QP) releasePlacement(gen uint64) {
-	p := &q.place
+func (p *placer) release(gen uint64) {
 	p.mu.Lock()
 	if p.gen == gen && p.link != nil {
 		p.link = nil
@@ -183,20 +207,22 @@ func (e *Engine) Place(b *Batch, hdr []byte, link Link) (Placement, bool) {
 		return Placement{}, false
 	}
 	var dst []byte
+	pr := &q.place[placeRequest]
 	switch p.Opcode {
 	case wire.OpWrite:
 		dst = q.placeWrite(&p, plen)
 	case wire.OpReadResp:
 		dst = q.placeReadResp(&p, plen)
+		pr = &q.place[placeResponse]
 	}
 	if dst == nil {
 		return Placement{}, false
 	}
-	gen, ok := q.reserve(link)
+	gen, ok := q.reserve(pr, link)
 	if !ok {
 		return Placement{}, false
 	}
-	return Placement{Dst: dst, q: q, gen: gen}, true
+	return Placement{Dst: dst, p: pr, gen: gen}, true
 }
 
 // placeWrite is where an in-order RDMA write packet's payload of plen bytes goes (nil: use the
@@ -271,8 +297,8 @@ func (q *QP) placeReadResp(p *wire.Packet, plen int) []byte {
 // a placement (pl, or nil): the payload is then already in place and is not copied again.
 func (e *Engine) DeliverSplit(b *Batch, hdr, payload []byte, link Link, pl *Placement) {
 	raceAcquire()
-	if pl != nil && pl.q != nil {
-		pl.q.releasePlacement(pl.gen)
+	if pl != nil && pl.p != nil {
+		pl.p.release(pl.gen)
 	}
 	var p wire.Packet
 	if err := decodeSplit(hdr, payload, &p, b.scratch()); err != nil {

@@ -22,8 +22,8 @@ func writeHeader(t *testing.T, x, y *side, psn uint32, off uint64, n int) []byte
 }
 
 // TestPlacement: Place grants the in-order write its target memory and nothing else; a placed
-// payload is delivered without a second copy; a packet of the QP on another link, a Modify and a
-// move to ERROR revoke a placement in progress.
+// payload is delivered without a second copy; a packet of the same direction on another link, a
+// Modify and a move to ERROR revoke a placement in progress, a response on another link does not.
 func TestPlacement(t *testing.T) {
 	n := newMemNet()
 	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{})
@@ -69,9 +69,15 @@ func TestPlacement(t *testing.T) {
 	require.False(t, pl.Begin(), "revoked by a packet on another link")
 	require.Equal(t, psn+1, yq.ResponderState(nil), "a duplicate is not executed again")
 
-	// a packet on the placing link does not revoke; a Modify does
+	// a packet on the placing link does not revoke, nor does a response on another link (the
+	// ACK of y's own request on y's other stream: traffic both ways); a Modify does
 	pl, ok = e.Place(&b, hdr, linkA)
 	require.True(t, ok)
+	ack, err := wire.AppendHeader(nil, &wire.Header{Opcode: wire.OpAck, Flags: wire.FlagOnly, DestQPN: y.qp.Num(),
+		PSN: 7, SrcQPN: x.qp.Num(), AETH: wire.AETH{Syndrome: wire.SynAck}}, 0)
+	require.NoError(t, err)
+	e.Deliver(&b, ack, linkB)
+	require.True(t, pl.Valid(), "a response on another link revoked a request's placement")
 	e.DeliverSplit(&b, dup, data, linkA, nil)
 	require.True(t, pl.Valid())
 	require.NoError(t, y.qp.Modify(&ibv.QPAttr{MinRNRTimer: 3}, ibv.AttrMinRNRTimer))

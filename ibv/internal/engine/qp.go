@@ -40,7 +40,7 @@ type QP struct {
 	srq  *SRQ // shared receive queue, or nil
 	srqW rwqe // the receive taken from the SRQ last
 
-	place placer // direct placement reservation (place.go)
+	place [2]placer // direct placement reservations: of a request, of a response (place.go)
 
 	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
 	// see FailedRequests.

@@ -10,9 +10,9 @@ import (
 	"github.com/goarmci/goarmci/ibv/provider/tcp"
 )
 
-// TestConformanceSegments runs the verbs suite with large RC segments (tcp.DefaultSegmentSize:
-// direct placement, zero-copy sends, the receive low-water mark, path-MTU packets for shorter
-// messages) and, without -short, with 256 KiB segments too.
+// TestConformanceSegments runs the verbs suite with the RC segments the rma runtime uses
+// (tcp.DefaultSegmentSize: direct placement, zero-copy sends, the receive low-water mark,
+// path-MTU packets for shorter messages) and, without -short, with 256 KiB segments too.
 func TestConformanceSegments(t *testing.T) {
 	segs := []int{tcp.DefaultSegmentSize, 256 << 10}
 	if testing.Short() {

@@ -55,8 +55,8 @@ type Config struct {
 	TimeoutFloor time.Duration
 	Window       int
 	// SegmentSize, when larger than a queue pair's path MTU, is the RC segment size in bytes,
-	// the payload of one PSN (0: the path MTU, 4 KiB by default; DefaultSegmentSize, for bulk
-	// in one direction, see there). A byte stream has no link MTU, and 4 KiB
+	// the payload of one PSN (0: the path MTU, 4 KiB by default; DefaultSegmentSize is the
+	// recommended value, and the rma runtime's). A byte stream has no link MTU, and 4 KiB
 	// packets cost a system call and a round of engine work each; larger segments are also what
 	// direct placement reads straight into memory (conn.go). Both ends of a connection must use
 	// the same value (the responder segments read responses, the requester checks them), which
@@ -86,18 +86,16 @@ type Config struct {
 // ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
 var ErrProtocol = errors.New("tcp: stream protocol violation")
 
-// DefaultSegmentSize is 1 MiB, the largest Config.SegmentSize. A message of a segment or more
-// travels as segments, each one frame that the receiver reads straight into the registered
-// memory it belongs to (conn.place), waking once for it (the receive low-water mark,
-// pollread.go); shorter messages travel as path-MTU packets, which the receiver reads many at a
-// time (engine: swqe.pkt). Two processes over loopback, 2 vCPUs, RDMA writes of 4 MiB in windows
-// of 64: 4 KiB packets 4.5-4.9 GB/s (copied out of the read buffer, a wake-up every few
-// packets), 256 KiB and 512 KiB segments 3.9-4.6, 1 MiB segments 6.1-7.1, the plain socket
-// stream 6.5-7.2. Bulk in both directions at once does not go well with segments of 256 KiB and
-// more (rma put_bibw at 1-4 MiB: 0.7-2.7 GB/s, 4 KiB packets 5.4-5.8; neither the low-water
-// mark, the read size, handing large writes to the writer goroutine nor the congestion control
-// changed it), which is why the rma runtime keeps the path MTU. A slow rail takes a while per
-// segment (21 ms at 400 Mbit/s); the ACK liveness timer waits while the stream moves bytes
+// DefaultSegmentSize is the recommended Config.SegmentSize, and the rma runtime's: 1 MiB, the
+// largest. A message of a segment or more travels as segments, each one frame that the receiver
+// reads straight into the registered memory it belongs to (conn.place), waking once for it (the
+// receive low-water mark, pollread.go); shorter messages travel as path-MTU packets, which the
+// receiver reads many at a time (engine: swqe.pkt). Two processes over loopback, 2 vCPUs, RDMA
+// writes of 4 MiB in windows of 64: 4 KiB packets 4.5-4.9 GB/s (copied out of the read buffer,
+// a wake-up every few packets), 256 KiB and 512 KiB segments 3.9-4.6, 1 MiB segments 6.1-7.1,
+// the plain socket stream 6.5-7.2; both ways at once (rma put_bibw, 1-4 MiB) 6.7-6.9 GB/s
+// against 5.2-5.9 with 4 KiB packets. A slow rail takes a while per segment (21 ms at
+// 400 Mbit/s); the ACK liveness timer waits while the stream moves bytes
 // (engine.StreamActivity).
 const DefaultSegmentSize = 1 << 20
 
