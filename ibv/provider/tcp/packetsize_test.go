@@ -65,3 +65,13 @@ func TestPacketSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseAtLeast: the kernel release gate of the receive low-water mark.
+func TestReleaseAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		rel  string
+		want bool
+	}{{"6.18.44-fc-v657", true}, {"5.8.0", true}, {"5.7.19", false}, {"4.19.0-amd64", false}, {"10.0", true}, {"", false}, {"x.y", false}} {
+		require.Equal(t, c.want, releaseAtLeast(c.rel, 5, 8), c.rel)
+	}
+}

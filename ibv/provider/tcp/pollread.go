@@ -53,15 +53,17 @@ type pollReader struct {
 // reader's core a scheduler round, and the reader reads the few KiB that arrived and parks
 // again. A reader placing a frame knows how many bytes it still needs; before it parks it sets
 // SO_RCVLOWAT to that count (at most maxFrame), so the kernel wakes it once, when the whole
-// rest of the frame is in the receive queue (Linux ≥ 4.18, tcp_set_rcvlowat: the receive
-// buffer grows to hold the mark, and the reader is woken anyway under memory pressure or when
-// the receive window closes, so a mark can never stall a stream). Any other read parks with the
+// rest of the frame is in the receive queue (tcp_set_rcvlowat grows the receive buffer to hold
+// the mark, and tcp_data_ready wakes the reader anyway under memory pressure or when the
+// receive window closes, so a mark cannot stall a stream; the mark is used from Linux 5.8, the
+// first release with both of the kernel's SO_RCVLOWAT hang fixes, "fat skbs" and "high mem
+// pressure"). Any other read parks with the
 // mark back at 1 byte, so headers, ACKs and small frames wake it as before. Measured on 2
 // vCPUs, RDMA writes of 4 MiB in windows of 64 between two processes over loopback, 1 MiB
 // segments: 4.5-4.9 GB/s without the mark, 6.1-7.1 GB/s with it (the plain socket stream moves
 // 6.5-7.2); a mark of half or a quarter of the frame gained nothing (4.1-5.0), so it waits for
 // the whole rest.
-var lowatOK = kernelAtLeast(4, 18)
+var lowatOK = kernelAtLeast(5, 8)
 
 // setLowat sets the socket's receive low-water mark for the read that is about to park: the
 // missing bytes of a placed frame, else 1 (one system call, only when it changes).
@@ -84,8 +86,14 @@ func kernelAtLeast(major, minor int) bool {
 	if unix.Uname(&u) != nil {
 		return false
 	}
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// releaseAtLeast reports whether a kernel release string ("6.18.44-fc-v657") is at least
+// major.minor; an unparsable one is not.
+func releaseAtLeast(release string, major, minor int) bool {
 	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
 		return false
 	}
 	return ma > major || (ma == major && mi >= minor)
