@@ -769,7 +769,9 @@ func TestOnDemandRejectPaths(t *testing.T) {
 			require.Equal(t, int64(1), a.d.Stats().Rejected, "a sent a REJ")
 			if accepted {
 				require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
-				require.Zero(t, b.qps(), "b closed the rejected attempt's queue pairs")
+				// the REJ is counted just before the queue pairs are closed
+				require.Eventually(t, func() bool { return b.qps() == 0 }, 30*time.Second, time.Millisecond,
+					"b closed the rejected attempt's queue pairs")
 			}
 			gate.Store(false)
 			ca := a.dial(t, b)
