@@ -53,7 +53,7 @@ type qpAttrs struct {
 	access      ibv.Access
 	qkey        uint32
 	mtu         int // RC: the segment size (SegmentSize when larger than the path MTU)
-	pathMTU     int // the path MTU: the packet size of sends and writes shorter than a segment
+	pathMTU     int // the path MTU: the packet size of messages shorter than a segment
 	destQPN     uint32
 	path, alt   ibv.AHAttr
 	hasAlt      bool
