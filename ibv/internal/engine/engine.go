@@ -270,7 +270,7 @@ func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 		return
 	}
 	// a packet on another link: a placement of its direction in progress may be stale
-	q.revokeOnArrival(link, p.Opcode.IsRequest() || p.Opcode == wire.OpUDSend)
+	q.revokeOnArrival(link, p.Opcode.IsRequest())
 	if e.cfg.Reliable && q.deadline.Load() != 0 {
 		q.lastRx.Store(time.Now().UnixNano())
 	}

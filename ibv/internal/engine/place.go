@@ -97,11 +97,11 @@ func (q *QP) revokePlacement(link Link) {
 // revokeOnArrival revokes the reservation of a packet's direction held by another link than the
 // one it arrived on.
 func (q *QP) revokeOnArrival(link Link, request bool) {
+	k := placeResponse
 	if request {
-		q.place[placeRequest].revoke(link)
-	} else {
-		q.place[placeResponse].revoke(link)
+		k = placeRequest
 	}
+	q.place[k].revoke(link)
 }
 
 func (p *placer) revoke(link Link) {
