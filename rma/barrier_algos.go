@@ -48,16 +48,7 @@ const (
 	gatherChildSlot   = 48 // + child index 0..6, written by that child
 	gatherFanIn       = 7
 	gatherReleaseSlot = 63 // written by rank 0
-	signalSinkSlot    = 62 // never written by another rank: the old values of this rank's signals
 )
-
-// signalSink is where the barriers' flag swaps put the old value, which nobody reads: a word of
-// this rank's own flags that no rank targets (a stack buffer would escape into the work request
-// and cost an allocation per barrier round). Barriers are collective, so one goroutine of a rank
-// runs them at a time.
-func (r *Runtime) signalSink() []byte {
-	return r.sys.local[8*signalSinkSlot : 8*signalSinkSlot+8]
-}
 
 // BarrierWith synchronizes all ranks with the chosen algorithm (ARMCI_Barrier with a choice of
 // seed 001's algorithms, for the barrier benchmark): it first completes this rank's outstanding
@@ -91,15 +82,8 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 
 // signal writes id into flag word slot of rank to (an 8-byte atomic swap: never read torn).
 func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
-	pe, err := r.conn(ctx, to)
-	if err != nil {
-		return err
-	}
-	raddr, rkey, err := r.sys.target(pe, 8*slot, 8)
-	if err != nil {
-		return err
-	}
-	return r.atomic(ctx, pe, ibv.OpAtomicSwap64, r.signalSink(), raddr, rkey, id, 0)
+	_, err := r.atomicOp(ctx, ibv.OpAtomicSwap64, r.sys, to, 8*slot, id, 0)
+	return err
 }
 
 // await polls this rank's flag word slot until it holds id or more, written by rank from (probed

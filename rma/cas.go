@@ -2,11 +2,9 @@ package rma
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // CompareSwap atomically replaces the 64-bit word at byte offset off of rank proc's part of seg
@@ -30,32 +28,9 @@ func (r *Runtime) cmpSwap(ctx context.Context, seg *Segment, proc, off, sz int, 
 	if off%sz != 0 {
 		return 0, fmt.Errorf("%w: %d-byte compare-and-swap at byte offset %d", ErrType, sz, off)
 	}
-	pe, err := r.conn(ctx, proc)
-	if err != nil {
-		return 0, err
-	}
-	raddr, rkey, err := seg.target(pe, off, sz)
-	if err != nil {
-		return 0, err
-	}
-	if pe.rank == r.rank {
-		w := seg.local[off : off+sz]
-		if sz == 4 {
-			v, err := accum.CmpSwap32(w, uint32(cmp), uint32(swap))
-			return uint64(v), err
-		}
-		return accum.CmpSwap64(w, cmp, swap)
-	}
 	op := ibv.OpAtomicCmpSwap
 	if sz == 4 {
 		op = ibv.OpAtomicCmpSwap32
 	}
-	var res [8]byte
-	if err := r.atomic(ctx, pe, op, res[:sz], raddr, rkey, cmp, swap); err != nil {
-		return 0, err
-	}
-	if sz == 4 {
-		return uint64(binary.LittleEndian.Uint32(res[:])), nil
-	}
-	return binary.LittleEndian.Uint64(res[:]), nil
+	return r.atomicOp(ctx, op, seg, proc, off, cmp, swap)
 }

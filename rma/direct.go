@@ -45,7 +45,7 @@ func (s *Segment) mapPart(pe *peer) *ibv.RemoteView {
 	if rp.size == 0 {
 		return noView
 	}
-	v, err := pe.ch.MapRemote(rp.addr, rp.size, rp.rkeys[pe.net], ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+	v, err := pe.ch.MapRemote(rp.addr, rp.size, rp.rkeys[pe.net], ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 	if err != nil {
 		s.rt.log.Debug().Err(err).Int("rank", pe.rank).Int("segment", s.id).Msg("rma: no direct view; work requests")
 		return noView

@@ -285,6 +285,9 @@ func (r *Runtime) connect(ctx context.Context) error {
 		}
 		conns[p] = nil
 	}
+	for _, pe := range r.peers {
+		pe.route = r.routeFor(pe)
+	}
 	return nil
 }
 

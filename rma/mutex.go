@@ -2,11 +2,9 @@ package rma
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // Mutexes are ticket locks held in a collective segment: mutex m of rank p is two 64-bit words
@@ -48,7 +46,7 @@ func (r *Runtime) mutexWord(ctx context.Context, m, proc, word int) (*peer, int,
 	if r.mutexes == nil {
 		return nil, 0, fmt.Errorf("%w: CreateMutexes was not called", ErrFreed)
 	}
-	pe, err := r.conn(ctx, proc)
+	pe, err := r.peer(proc)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -60,18 +58,7 @@ func (r *Runtime) mutexWord(ctx context.Context, m, proc, word int) (*peer, int,
 
 // fetchAdd64 is a 64-bit fetch-and-add on any rank's part of seg.
 func (r *Runtime) fetchAdd64(ctx context.Context, seg *Segment, pe *peer, off int, v uint64) (uint64, error) {
-	if pe.rank == r.rank {
-		return accum.FetchAdd64(seg.local[off:off+8], v)
-	}
-	raddr, rkey, err := seg.target(pe, off, 8)
-	if err != nil {
-		return 0, err
-	}
-	var res [8]byte
-	if err := r.atomic(ctx, pe, ibv.OpAtomicFetchAdd, res[:], raddr, rkey, v, 0); err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint64(res[:]), nil
+	return r.atomicOp(ctx, ibv.OpAtomicFetchAdd, seg, pe.rank, off, v, 0)
 }
 
 // Lock acquires mutex m on rank proc (ARMCI_Lock), blocking until it is granted or ctx ends.

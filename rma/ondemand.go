@@ -81,21 +81,20 @@ func (r *Runtime) installOnDemand(ni int, peer uint32, conns []*hybridft.Conn) {
 	r.log.Debug().Int("peer", p).Int("rails", len(conns)).Msg("rma: connected on demand")
 }
 
-// conn returns the peer of rank p ready for operations: a peer connected on demand is dialed
-// the first time (blocking until the handshake completes or ctx ends). Errors: those of peer,
-// ErrTransport wrapping the dial's error.
-func (r *Runtime) conn(ctx context.Context, p int) (*peer, error) {
-	pe, err := r.peer(p)
-	if err != nil || !pe.lazy || pe.ready.Load() {
-		return pe, err
+// dial connects a peer connected on demand the first time an operation needs it (blocking
+// until the handshake completes or ctx ends); later calls cost one atomic load. Errors:
+// ErrTransport wrapping the dial's error, or ErrFinalized when teardown refused the connection.
+func (r *Runtime) dial(ctx context.Context, pe *peer) error {
+	if pe.ready.Load() {
+		return nil
 	}
-	if _, err := r.nets[pe.net].od.Dial(ctx, uint32(p), pe.odAddr); err != nil {
-		return nil, fmt.Errorf("%w: connecting to rank %d on demand: %w", ErrTransport, p, err)
+	if _, err := r.nets[pe.net].od.Dial(ctx, uint32(pe.rank), pe.odAddr); err != nil {
+		return fmt.Errorf("%w: connecting to rank %d on demand: %w", ErrTransport, pe.rank, err)
 	}
 	if !pe.ready.Load() { // installOnDemand refused it: teardown began
-		return nil, fmt.Errorf("%w: rank %d: %w", ErrTransport, p, ErrFinalized)
+		return fmt.Errorf("%w: rank %d: %w", ErrTransport, pe.rank, ErrFinalized)
 	}
-	return pe, nil
+	return nil
 }
 
 // Connected reports whether this rank holds a channel to rank p (always true for same-node and

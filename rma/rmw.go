@@ -2,12 +2,9 @@ package rma
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"sync"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // RmwOp is a read-modify-write operation (ARMCI_Rmw's op).
@@ -52,61 +49,30 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 	if off%sz != 0 {
 		return 0, fmt.Errorf("%w: %v at byte offset %d", ErrType, op, off)
 	}
-	pe, err := r.conn(ctx, proc)
-	if err != nil {
-		return 0, err
-	}
-	raddr, rkey, err := seg.target(pe, off, sz)
-	if err != nil {
-		return 0, err
-	}
-	if pe.rank == r.rank {
-		aop := [...]accum.Op{FetchAndAdd: accum.OpFetchAdd32, FetchAndAddLong: accum.OpFetchAdd64, Swap: accum.OpSwap32, SwapLong: accum.OpSwap64}[op]
-		v, err := accum.RMW(aop, seg.local[off:off+sz], uint64(value), 0)
-		if sz == 4 {
-			return int64(int32(v)), err
-		}
-		return int64(v), err
-	}
-	var vop ibv.Opcode
-	switch op {
-	case FetchAndAdd:
-		vop = ibv.OpAtomicFetchAdd32
-	case FetchAndAddLong:
-		vop = ibv.OpAtomicFetchAdd
-	case Swap:
-		vop = ibv.OpAtomicSwap32
-	default:
-		vop = ibv.OpAtomicSwap64
-	}
-	res := rmwResults.Get().(*[8]byte)
-	defer rmwResults.Put(res)
-	if err := r.atomic(ctx, pe, vop, res[:sz], raddr, rkey, uint64(value), 0); err != nil {
-		return 0, err
-	}
+	vop := [...]ibv.Opcode{FetchAndAdd: ibv.OpAtomicFetchAdd32, FetchAndAddLong: ibv.OpAtomicFetchAdd,
+		Swap: ibv.OpAtomicSwap32, SwapLong: ibv.OpAtomicSwap64}[op]
+	v, err := r.atomicOp(ctx, vop, seg, proc, off, uint64(value), 0)
 	if sz == 4 {
-		return int64(int32(binary.LittleEndian.Uint32(res[:]))), nil
+		return int64(int32(uint32(v))), err
 	}
-	return int64(binary.LittleEndian.Uint64(res[:])), nil
+	return int64(v), err
 }
 
-// rmwResults holds the fetched-value buffers of Rmw: the buffer goes into a work request (an
-// implicit-ODP local buffer), so a stack array would escape and cost a heap allocation per call.
-var rmwResults = sync.Pool{New: func() any { return new([8]byte) }}
-
-// atomic runs one remote atomic and waits for it.
-func (r *Runtime) atomic(ctx context.Context, pe *peer, op ibv.Opcode, result []byte, raddr uint64, rkey uint32, compareAdd, swap uint64) error {
-	if pe.ch.Sync() {
-		if err := pe.ch.Do(ibv.SendWR{Opcode: op, LocalBuf: result, RemoteAddr: raddr, RKey: rkey, CompareAdd: compareAdd, Swap: swap}); err != nil {
-			return fmt.Errorf("%w: %w", ErrTransport, err)
-		}
-		return nil
-	}
-	n, req := r.begin(pe, true)
-	err := pe.ch.Atomic(ctx, req, op, result, raddr, rkey, compareAdd, swap)
+// atomicOp applies the word atomic op (ibv.ApplyAtomic's operands) to the word at byte offset off
+// of rank proc's part of seg through the peer's route and returns the word's previous value
+// (zero-extended for 32-bit ops). off must be aligned to the word. Errors: ErrBadRank, ErrType
+// (misaligned), ErrFreed, ErrOutOfRange, ErrFinalized, ErrTransport, ctx's.
+func (r *Runtime) atomicOp(ctx context.Context, op ibv.Opcode, seg *Segment, proc, off int, compareAdd, swap uint64) (uint64, error) {
+	pe, err := r.peer(proc)
 	if err != nil {
-		err = fmt.Errorf("%w: %w", ErrTransport, err)
+		return 0, err
 	}
-	_, err = r.finish(ctx, n, req, err, true)
-	return err
+	sz := op.AtomicSize()
+	if off%sz != 0 {
+		return 0, fmt.Errorf("%w: %v at byte offset %d", ErrType, op, off)
+	}
+	if err := seg.bounds(proc, off, sz); err != nil {
+		return 0, err
+	}
+	return pe.route.atomic(ctx, op, seg, off, compareAdd, swap)
 }

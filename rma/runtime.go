@@ -85,6 +85,7 @@ type peer struct {
 	ready  atomic.Bool
 	odAddr []byte
 	done   func(*multirail.Request) // completion callback: outstanding--
+	route  route                    // how operations reach this peer, chosen at connection (route.go)
 }
 
 // Runtime is an initialized ARMCI job on this rank.

@@ -165,20 +165,24 @@ func (s *Segment) Free(ctx context.Context) error {
 	return s.release()
 }
 
-// target resolves (segment, rank, offset, length) to the remote address and key, checking bounds.
-func (s *Segment) target(p *peer, off, n int) (uint64, uint32, error) {
+// bounds checks that [off, off+n) lies inside rank p's part (p a valid rank) of a live segment.
+// Errors: ErrFreed, ErrOutOfRange.
+func (s *Segment) bounds(p, off, n int) error {
 	if s.freed {
-		return 0, 0, fmt.Errorf("%w: segment %d", ErrFreed, s.id)
+		return fmt.Errorf("%w: segment %d", ErrFreed, s.id)
 	}
+	size := s.remote[p].size
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return fmt.Errorf("%w: [%d,+%d) on rank %d whose part has %d bytes", ErrOutOfRange, off, n, p, size)
+	}
+	return nil
+}
+
+// remoteAddr is the address and rkey of byte off of peer p's part, on p's network (bounds
+// checked by the caller).
+func (s *Segment) remoteAddr(p *peer, off int) (uint64, uint32) {
 	rp := &s.remote[p.rank]
-	if off < 0 || n < 0 || off > rp.size || n > rp.size-off {
-		return 0, 0, fmt.Errorf("%w: [%d,+%d) on rank %d whose part has %d bytes", ErrOutOfRange, off, n, p.rank, rp.size)
-	}
-	var key uint32
-	if p.net >= 0 {
-		key = rp.rkeys[p.net]
-	}
-	return rp.addr + uint64(off), key, nil
+	return rp.addr + uint64(off), rp.rkeys[p.net]
 }
 
 // localRange checks (offset, length) against this rank's own part.

@@ -2,6 +2,7 @@ package rma
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,8 +15,8 @@ func TestStridedEachVisitsEveryChunkInOrder(t *testing.T) {
 	require.NoError(t, s.each(func(so, do int) error { got = append(got, [2]int{so, do}); return nil }))
 	want := [][2]int{{0, 0}, {10, 100}, {20, 200}, {40, 1000}, {50, 1100}, {60, 1200}}
 	require.Equal(t, want, got)
-	require.Equal(t, 64, s.extent(s.srcStride))
-	require.Equal(t, 1204, s.extent(s.dstStride))
+	require.Equal(t, 64, s.srcExtent)
+	require.Equal(t, 1204, s.dstExtent)
 }
 
 func TestStridedContiguousAndEmpty(t *testing.T) {
@@ -24,7 +25,7 @@ func TestStridedContiguousAndEmpty(t *testing.T) {
 	n := 0
 	require.NoError(t, s.each(func(so, do int) error { n++; require.Zero(t, so+do); return nil }))
 	require.Equal(t, 1, n)
-	require.Equal(t, 17, s.extent(nil))
+	require.Equal(t, 17, s.srcExtent)
 	e, err := checkStrided([]int{8, 0}, []int{8}, []int{8})
 	require.NoError(t, err)
 	require.True(t, e.empty())
@@ -48,4 +49,40 @@ func TestStridedRejectsBadDescriptors(t *testing.T) {
 	}
 	_, err := checkStrided(append([]int{1}, make([]int, 8)...), make([]int, 8), make([]int, 8))
 	require.NoError(t, err, "8 levels are allowed")
+}
+
+// FuzzStridedBounds checks that a descriptor checkStrided accepts never makes each visit an
+// offset at or past its side's extent (so bounds checked against the extent hold for every
+// chunk), and that descriptors whose extents overflow int are refused rather than wrapped.
+func FuzzStridedBounds(f *testing.F) {
+	f.Add(8, 3, 2, 16, 64, 100, 1000)
+	f.Add(8, 3, 1, math.MaxInt/2+1, 8, 8, 8)
+	f.Add(1, math.MaxInt, 1, 1, 1, 1, 1)
+	f.Add(0, 5, 5, 1, 1, 1, 1)
+	f.Fuzz(func(t *testing.T, c0, c1, c2, s1, s2, d1, d2 int) {
+		count := []int{c0, c1 % 64, c2 % 64}
+		st, err := checkStrided(count, []int{s1, s2}, []int{d1, d2})
+		if err != nil {
+			if !errors.Is(err, ErrStride) && !errors.Is(err, ErrOutOfRange) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if st.srcExtent < 0 || st.dstExtent < 0 {
+			t.Fatalf("negative extent %d/%d", st.srcExtent, st.dstExtent)
+		}
+		if st.empty() {
+			return
+		}
+		n := 0
+		_ = st.each(func(so, do int) error {
+			if so < 0 || do < 0 || so > st.srcExtent-c0 || do > st.dstExtent-c0 {
+				t.Fatalf("chunk at %d/%d of %d bytes outside extents %d/%d", so, do, c0, st.srcExtent, st.dstExtent)
+			}
+			if n++; n > 64*64 {
+				return errors.New("enough")
+			}
+			return nil
+		})
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/xunix"
 )
 
@@ -67,28 +66,14 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	}
 	r.barrierID++
 	id := r.barrierID
-	flags := r.sys.local[:flagBytes]
-	old := r.signalSink()
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
-		pe, err := r.conn(ctx, to)
-		if err != nil {
+		if err := r.signal(ctx, to, k, id); err != nil {
 			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
 		}
-		raddr, rkey, err := r.sys.target(pe, 8*k, 8)
-		if err != nil {
-			return err
-		}
-		if err := r.atomic(ctx, pe, ibv.OpAtomicSwap64, old, raddr, rkey, id, 0); err != nil {
-			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
-		}
-		slot := flags[8*k : 8*k+8]
 		from := (r.rank - dist + r.size) % r.size
-		if err := pollUntilProbe(ctx, func() bool {
-			v, _ := accum.Load64(slot)
-			return v >= id
-		}, r.liveness(ctx, from)); err != nil {
-			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, (r.rank-dist+r.size)%r.size, err)
+		if err := r.await(ctx, k, id, from); err != nil {
+			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err)
 		}
 	}
 	return nil
@@ -155,15 +140,7 @@ func (r *Runtime) liveness(ctx context.Context, from int) func() error {
 		return nil
 	}
 	return func() error {
-		pe, err := r.conn(ctx, from)
-		if err != nil {
-			return err
-		}
-		raddr, rkey, err := r.sys.target(pe, 0, 8)
-		if err != nil {
-			return err
-		}
-		if err := r.atomic(ctx, pe, ibv.OpAtomicFetchAdd, r.signalSink(), raddr, rkey, 0, 0); err != nil {
+		if _, err := r.atomicOp(ctx, ibv.OpAtomicFetchAdd, r.sys, from, 0, 0, 0); err != nil {
 			return fmt.Errorf("rank %d unreachable: %w", from, err)
 		}
 		return nil

@@ -4,6 +4,7 @@ package shm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -422,29 +423,10 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte, acc *accum.
 		}
 		return ibv.WCSuccess, 0
 	}
-	var op accum.Op
-	switch wr.Opcode {
-	case ibv.OpAtomicFetchAdd:
-		op = accum.OpFetchAdd64
-	case ibv.OpAtomicCmpSwap:
-		op = accum.OpCmpSwap64
-	case ibv.OpAtomicSwap64:
-		op = accum.OpSwap64
-	case ibv.OpAtomicFetchAdd32:
-		op = accum.OpFetchAdd32
-	case ibv.OpAtomicSwap32:
-		op = accum.OpSwap32
-	case ibv.OpAtomicCmpSwap32:
-		op = accum.OpCmpSwap32
-	default:
+	res, err := ibv.ApplyAtomic(wr.Opcode, t, wr.CompareAdd, wr.Swap)
+	if errors.Is(err, ibv.ErrInvalidArgument) {
 		return ibv.WCRemInvReqErr, 0
 	}
-	// verbs: compare-and-swap's new value is Swap, the others' operand is CompareAdd
-	operand, compare := wr.CompareAdd, uint64(0)
-	if op == accum.OpCmpSwap64 || op == accum.OpCmpSwap32 {
-		operand, compare = wr.Swap, wr.CompareAdd
-	}
-	res, err := accum.RMW(op, t, operand, compare)
 	if err != nil {
 		return ibv.WCRemOpErr, VendorKernelError
 	}

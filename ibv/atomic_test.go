@@ -1,0 +1,55 @@
+package ibv_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
+)
+
+// TestApplyAtomic checks every word atomic's operands and result (the verbs convention: a
+// fetch-and-add adds CompareAdd, a swap stores CompareAdd, a compare-and-swap stores Swap where the
+// word equals CompareAdd), and that bad opcodes and words change nothing.
+func TestApplyAtomic(t *testing.T) {
+	mem := make([]byte, 16)
+	le := binary.LittleEndian
+	le.PutUint64(mem, 40)
+	le.PutUint32(mem[8:], 7)
+	cases := []struct {
+		op              ibv.Opcode
+		off             int
+		compareAdd, swp uint64
+		old, now        uint64
+	}{
+		{ibv.OpAtomicFetchAdd, 0, 2, 0, 40, 42},
+		{ibv.OpAtomicSwap64, 0, 9, 0, 42, 9},
+		{ibv.OpAtomicCmpSwap, 0, 8, 100, 9, 9}, // no match: unchanged
+		{ibv.OpAtomicCmpSwap, 0, 9, 100, 9, 100},
+		{ibv.OpAtomicFetchAdd32, 8, 1<<32 + 3, 0, 7, 10}, // the low 32 bits of the operand
+		{ibv.OpAtomicSwap32, 8, 5, 0, 10, 5},
+		{ibv.OpAtomicCmpSwap32, 8, 5, 6, 5, 6},
+	}
+	for _, c := range cases {
+		n := c.op.AtomicSize()
+		old, err := ibv.ApplyAtomic(c.op, mem[c.off:c.off+n], c.compareAdd, c.swp)
+		require.NoError(t, err, "%v", c.op)
+		require.Equal(t, c.old, old, "%v old value", c.op)
+		now := uint64(le.Uint32(mem[c.off:]))
+		if n == 8 {
+			now = le.Uint64(mem[c.off:])
+		}
+		require.Equal(t, c.now, now, "%v new value", c.op)
+	}
+	before := append([]byte(nil), mem...)
+	_, err := ibv.ApplyAtomic(ibv.OpRDMAWrite, mem[:8], 1, 0)
+	require.True(t, errors.Is(err, ibv.ErrInvalidArgument), "%v", err)
+	_, err = ibv.ApplyAtomic(ibv.OpAtomicFetchAdd, mem[4:12], 1, 0)
+	require.True(t, errors.Is(err, accum.ErrShape), "misaligned: %v", err)
+	_, err = ibv.ApplyAtomic(ibv.OpAtomicFetchAdd, mem[:4], 1, 0)
+	require.True(t, errors.Is(err, accum.ErrShape), "short word: %v", err)
+	require.Equal(t, before, mem, "failed atomics changed memory")
+}
