@@ -54,6 +54,10 @@ const (
 type Config struct {
 	// Transport: auto (shm within a node, tcp between nodes), shm or tcp. GOARMCI_TRANSPORT.
 	Transport Transport
+	// ShmDir is the directory of the shared-memory provider's control files (one per rank of
+	// the node, goarmci.<job>.rank<N>.ctl, 580 KiB each, allocated at Init); it should be a
+	// tmpfs, and every rank of a node must use the same one. GOARMCI_SHM_DIR.
+	ShmDir string
 	// Rails are interface names or listen addresses, one per rail; empty means the host
 	// address (loopback for a single node). GOARMCI_RAILS.
 	Rails []string

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,17 @@ var table = []Knob{
 				return nil
 			}
 			return fmt.Errorf("want auto, shm or tcp")
+		}},
+	{Name: "GOARMCI_SHM_DIR", Type: "string", Default: "/dev/shm",
+		Doc: "directory (a tmpfs, the same for every rank of a node) of the shared-memory control files, 580 KiB per rank, allocated at start-up",
+		get: func(c *Config) string { return c.ShmDir },
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if !filepath.IsAbs(v) {
+				return fmt.Errorf("want an absolute directory path")
+			}
+			c.ShmDir = filepath.Clean(v)
+			return nil
 		}},
 	{Name: "GOARMCI_RAILS", Type: "list", Default: "",
 		Doc: "comma list of interface names or listen addresses, one per rail; none = host address",
