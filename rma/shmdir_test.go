@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goarmci/goarmci/ibv/provider/shm"
 	"github.com/goarmci/goarmci/internal/testutil"
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
@@ -66,4 +67,42 @@ func TestShmDirCustom(t *testing.T) {
 		require.NoError(t, seg.Free(ctx))
 	}, rmatest.Configure(func(_ int, c *rma.Config) { c.ShmDir = dir }))
 	require.Empty(t, testutil.DirNames(t, dir), "Finalize removed the files")
+}
+
+// A rank whose part of a segment cannot be allocated does not leave the others waiting in
+// Malloc's exchange: every rank fails (ErrNoSpace when that rank had no room, else
+// ErrPeerAlloc), and the next Malloc works on every rank.
+func TestMallocPartFails(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		err   error
+		other error
+	}{
+		{"no space", fmt.Errorf("shm: AllocBuffer: 8192 bytes (injected): %w", shm.ErrNoSpace), rma.ErrNoSpace},
+		{"other", errors.New("injected allocation failure"), rma.ErrPeerAlloc},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				if rt.Rank() == 1 {
+					rt.FailAlloc(c.err)
+				}
+				_, err := rt.Malloc(ctx, 4096)
+				if rt.Rank() == 1 {
+					require.ErrorIs(t, err, c.err)
+				} else {
+					require.ErrorIs(t, err, c.other)
+					require.Contains(t, err.Error(), "rank 1")
+				}
+				require.NotErrorIs(t, err, context.DeadlineExceeded)
+				rt.FailAlloc(nil)
+				seg, err := rt.Malloc(ctx, 4096)
+				require.NoError(t, err, "the collective sequence is intact")
+				require.NoError(t, rt.Put(ctx, []byte{byte(rt.Rank() + 1)}, seg, (rt.Rank()+1)%3, 0))
+				require.NoError(t, rt.Barrier(ctx))
+				require.Equal(t, byte((rt.Rank()+2)%3+1), seg.Local()[0])
+				require.NoError(t, rt.Barrier(ctx))
+				require.NoError(t, seg.Free(ctx))
+			})
+		})
+	}
 }
