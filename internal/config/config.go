@@ -91,7 +91,11 @@ type Config struct {
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
 	RetryCount int
 	// PartitionTimeout bounds how long an operation blocks while no path to its target exists
-	// (seed 000 §10); 0 waits until the context ends. GOARMCI_PARTITION_TIMEOUT.
+	// before it fails with a partition error (rma.ErrPartition); default 30 s, far above what
+	// APM (retries on the primary path, then a switch) and software recovery (connection
+	// manager resends every 50 ms, path probes every 100 ms, a failed path avoided for 500 ms)
+	// need to recover a transient fault. 0, set explicitly, waits until the operation's context
+	// ends. GOARMCI_PARTITION_TIMEOUT.
 	PartitionTimeout time.Duration
 	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
 	// package validates it. GOARMCI_STRIPE_POLICY.

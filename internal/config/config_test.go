@@ -23,8 +23,25 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 7, c.RetryCount)
 	assert.Equal(t, int64(16<<10), c.StripeThreshold)
 	assert.Equal(t, LogJSON, c.LogFormat)
+	assert.Equal(t, 30*time.Second, c.PartitionTimeout, "finite: no operation waits forever for a partition to heal")
 	assert.Equal(t, "/dev/shm", c.ShmDir)
 	require.NoError(t, c.Validate())
+}
+
+// GOARMCI_PARTITION_TIMEOUT: unset or empty is the 30 s default; 0 (waiting until the
+// operation's context ends) only when set explicitly.
+func TestPartitionTimeoutDefault(t *testing.T) {
+	for env, want := range map[string]time.Duration{"": 30 * time.Second, "GOARMCI_PARTITION_TIMEOUT=": 30 * time.Second,
+		"GOARMCI_PARTITION_TIMEOUT=0": 0, "GOARMCI_PARTITION_TIMEOUT=0s": 0, "GOARMCI_PARTITION_TIMEOUT=5m": 5 * time.Minute} {
+		c, _, err := FromEnviron([]string{env})
+		require.NoError(t, err, env)
+		assert.Equal(t, want, c.PartitionTimeout, env)
+	}
+	for _, k := range Knobs() {
+		if k.Name == "GOARMCI_PARTITION_TIMEOUT" {
+			assert.Equal(t, "30s", k.Default, "goarmci info prints the default")
+		}
+	}
 }
 
 func TestShmDir(t *testing.T) {

@@ -199,8 +199,8 @@ var table = []Knob{
 			c.RetryCount = n
 			return nil
 		}},
-	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "0s",
-		Doc: "how long an operation blocks while no path to its target exists; 0 = until its context ends",
+	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "30s",
+		Doc: "how long an operation blocks while no path to its target exists before it fails with rma.ErrPartition (far above APM's and software recovery's timers); 0 = until its context ends",
 		get: func(c *Config) string { return c.PartitionTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PartitionTimeout }, true)},
 	{Name: "GOARMCI_TCP_POLL", Type: "auto|off|duration", Default: "auto",
