@@ -22,9 +22,10 @@
 //     REP/ACK) tells which were executed though their acknowledgement was lost: those are
 //     completed, not repeated (an accumulate is never applied twice, a fetch-and-add returns the
 //     value it got); partly executed writes and accumulates re-issue only their tail.
-//   - Partitions: while no path works the requests wait (the consumer's context bounds its
-//     wait) and paths are probed; past Options.PartitionTimeout they complete with a failure
-//     that CompletionError maps to ErrPartition.
+//   - Partitions: while no path works the requests wait and paths are probed; past
+//     Options.PartitionTimeout (DefaultPartitionTimeout, 30 s, unless set; negative: only the
+//     consumer's context bounds the wait) they complete with a failure that CompletionError
+//     maps to ErrPartition.
 //
 // Connections are made from ConnInfo exchanged by the consumer (Conn.Connect), or on demand:
 // Manager.OnDemand dials a peer through the same UD connection manager the first time it is

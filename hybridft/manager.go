@@ -30,7 +30,8 @@ type Options struct {
 	// re-arms it (GOARMCI_APM_TEST, as MVAPICH2's MV2_USE_APM_TEST).
 	APMTest time.Duration
 	// PartitionTimeout bounds how long a connection stays without a working path before its
-	// requests fail with ErrPartition; 0: never (the consumer's context bounds the wait).
+	// requests fail with ErrPartition; 0: DefaultPartitionTimeout;
+	// negative: never (the consumer's context bounds the wait).
 	PartitionTimeout time.Duration
 	// AckTimeout and RetryCount set the RC queue pairs' ACK timeout (rounded up to IB's
 	// 4.096 µs·2^t) and retry count; zero: the verbs defaults.
@@ -43,10 +44,24 @@ type Options struct {
 	Log                    *zerolog.Logger
 }
 
+// DefaultPartitionTimeout is the partition timeout of Options and of GOARMCI_PARTITION_TIMEOUT
+// when not set: 30 s, so no request waits forever for a path. It is far above what recovering
+// a transient fault takes: detection is the RC retries on a path (the ACK timeout, by default
+// 50 ms rounded up to IB's 4.096 µs·2^t, 67 ms, times the retry count plus one, 7+1: about
+// 0.5 s; twice when APM migrates onto a dead alternate), then software recovery resends its REQ every Resend (50 ms), probes paths
+// every Probe (100 ms) and avoids a failed path for Backoff (500 ms): every timer recovery
+// runs on is under a second, so 30 s only ends outages that are not transient.
+const DefaultPartitionTimeout = 30 * time.Second
+
 // OptionsFrom maps the GOARMCI_* configuration to Options (CMListen is left to the caller:
-// one address per rail).
+// one address per rail). GOARMCI_PARTITION_TIMEOUT=0 (set explicitly) becomes a negative
+// PartitionTimeout: no partition timeout, the consumer's context bounds the wait.
 func OptionsFrom(c config.Config) Options {
-	return Options{APM: c.APM, APMTest: c.APMTest, PartitionTimeout: c.PartitionTimeout,
+	pt := c.PartitionTimeout
+	if pt == 0 {
+		pt = -1
+	}
+	return Options{APM: c.APM, APMTest: c.APMTest, PartitionTimeout: pt,
 		AckTimeout: c.AckTimeout, RetryCount: c.RetryCount}
 }
 
@@ -95,6 +110,9 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = 500 * time.Millisecond
+	}
+	if o.PartitionTimeout == 0 {
+		o.PartitionTimeout = DefaultPartitionTimeout
 	}
 	m := &Manager{opts: o, devs: map[*ibv.Context]*devState{}, conns: map[uint64]*Conn{}, wake: make(chan struct{}, 1)}
 	if o.Log != nil {

@@ -17,7 +17,7 @@ import (
 // openShm opens the node's shared-memory device; segments are then allocated from shareable
 // memory so node peers reach them with one copy.
 func (r *Runtime) openShm() error {
-	dev, err := shm.Open(shm.Config{Job: r.cfg.Job, Name: fmt.Sprintf("rank%d", r.rank)})
+	dev, err := shm.Open(shm.Config{Job: r.cfg.Job, Name: fmt.Sprintf("rank%d", r.rank), Dir: r.cfg.ShmDir})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv/provider/shm"
 )
 
 // Sentinel errors; every error from this package wraps one of them (or a context error, or an
@@ -27,8 +28,17 @@ var (
 	// ErrTransport: an operation failed in the network (its completion status is in the message).
 	ErrTransport = errors.New("rma: transport failure")
 	// ErrPartition: no network path to the target existed for longer than the partition
-	// timeout (GOARMCI_PARTITION_TIMEOUT); the operation was given up (seed 000 §10.3.3).
+	// timeout (GOARMCI_PARTITION_TIMEOUT, default 30 s); the operation was given up
+	// (seed 000 §10.3.3).
 	ErrPartition = hybridft.ErrPartition
+	// ErrNoSpace: shared memory could not be allocated — Init: the shared-memory control file
+	// does not fit in its directory (GOARMCI_SHM_DIR, default /dev/shm, is full); Malloc: the
+	// segment's memory is refused (memory or cgroup limit). The message names the bytes needed.
+	// Allocation happens before the memory is mapped, so this replaces a SIGBUS.
+	ErrNoSpace = shm.ErrNoSpace
+	// ErrPeerAlloc: another rank could not allocate or register its part of a collective
+	// allocation (Malloc); that rank's error says why.
+	ErrPeerAlloc = errors.New("rma: another rank could not allocate its part")
 	// ErrConfig: a bad configuration value.
 	ErrConfig = errors.New("rma: bad configuration")
 )

@@ -1,5 +1,7 @@
 package rma
 
+import "sync"
+
 // HasView reports whether this rank holds a load/store view of proc's part of s (direct.go).
 func (s *Segment) HasView(proc int) bool {
 	if proc < 0 || proc >= len(s.views) {
@@ -7,4 +9,22 @@ func (s *Segment) HasView(proc int) bool {
 	}
 	v := s.views[proc].Load()
 	return v != nil && v != noView
+}
+
+// realAllocs keeps each network's allocator while FailAlloc replaces it.
+var realAllocs sync.Map // *network → func(int) ([]byte, func() error, error)
+
+// FailAlloc makes this rank's segment allocations fail with err (nil: allocate again).
+func (r *Runtime) FailAlloc(err error) {
+	for _, nw := range r.nets {
+		if nw.alloc == nil {
+			continue
+		}
+		real, _ := realAllocs.LoadOrStore(nw, nw.alloc)
+		if err == nil {
+			nw.alloc = real.(func(int) ([]byte, func() error, error))
+			continue
+		}
+		nw.alloc = func(int) ([]byte, func() error, error) { return nil, nil, err }
+	}
 }

@@ -20,7 +20,7 @@ func init() {
 func writeProviders(w io.Writer, c *config.Config) error {
 	fmt.Fprintln(w, "PROVIDER  USE                                   DEVICE")
 	job := fmt.Sprintf("info%d", os.Getpid())
-	if dev, err := shm.Open(shm.Config{Job: job, Name: "probe"}); err != nil {
+	if dev, err := shm.Open(shm.Config{Job: job, Name: "probe", Dir: c.ShmDir}); err != nil {
 		fmt.Fprintf(w, "shm       ranks of one node (one copy)          unavailable: %v\n", err)
 	} else {
 		a := dev.QueryDevice()

@@ -23,7 +23,9 @@ const (
 // Init starts the runtime on this rank (ARMCI_Init): it joins the job through the bootstrap,
 // learns which peers share its node, opens the shared-memory and network devices it needs,
 // connects one RC channel to every peer and allocates the runtime's own segment. It is
-// collective. Errors name the stage that failed.
+// collective. Errors name the stage that failed; they wrap ErrConfig, ErrNoSpace (the
+// shared-memory control file does not fit in GOARMCI_SHM_DIR / Config.ShmDir), a context error
+// (the startup timeout) or the lower layer's error.
 func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	var c Config
 	if cfg != nil {
@@ -177,6 +179,9 @@ func (c *Config) fillDefaults() error {
 	}
 	if c.Job == "" {
 		c.Job = env.job
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = env.cfg.ShmDir
 	}
 	c.env = env
 	if c.StartupTimeout == 0 {

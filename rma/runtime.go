@@ -64,6 +64,10 @@ type Config struct {
 	HostID string
 	// Job names this job's shared-memory files; default from the launcher.
 	Job string
+	// ShmDir is the directory of the shared-memory control files (a tmpfs, the same for every
+	// rank of a node); default GOARMCI_SHM_DIR (/dev/shm). Init fails with an error wrapping
+	// ErrNoSpace when it has no room for them.
+	ShmDir string
 	// Logger for runtime events; default from GOARMCI_LOG_LEVEL.
 	Logger *zerolog.Logger
 	// StartupTimeout bounds Init's waits (default 60 s or GOARMCI_STARTUP_TIMEOUT).

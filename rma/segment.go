@@ -3,6 +3,7 @@ package rma
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -29,11 +30,20 @@ type remotePart struct {
 	rkeys []uint32 // per network
 }
 
+// Malloc's one-byte exchange blob of a rank whose part could not be allocated.
+const (
+	allocFailed  byte = 1
+	allocNoSpace byte = 2
+)
+
 // pageSize is the allocation granule of segments.
 const pageSize = 4096
 
 // Malloc allocates a segment (ARMCI_Malloc): collective; this rank's part has nbytes bytes
-// (0 allowed), page-aligned and zeroed. Errors wrap ErrOutOfRange for a negative size.
+// (0 allowed), page-aligned and zeroed. Errors wrap ErrOutOfRange for a negative size (on this
+// rank only: the call is not collective then), ErrNoSpace when shared memory for a part is
+// refused on this or another rank (every rank fails), ErrPeerAlloc when another rank's part failed
+// otherwise, or the lower layer's error.
 func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 	if err := r.check(); err != nil {
 		return nil, err
@@ -47,6 +57,13 @@ func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 	r.nextSeg++
 	r.segMu.Unlock()
 	if err := s.allocLocal(nbytes); err != nil {
+		// The other ranks are in the exchange below: a one-byte blob tells them this rank has
+		// no part, so every rank fails instead of waiting for this one.
+		code := allocFailed
+		if errors.Is(err, ErrNoSpace) {
+			code = allocNoSpace
+		}
+		_, _ = r.boot.AllGather(ctx, []byte{code})
 		return nil, fmt.Errorf("rma: Malloc: %w", err)
 	}
 	// exchange (size, addr, rkey per network)
@@ -63,6 +80,13 @@ func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 	}
 	s.remote = make([]remotePart, r.size)
 	for p, b := range all {
+		if len(b) == 1 {
+			_ = s.release()
+			if b[0] == allocNoSpace {
+				return nil, fmt.Errorf("rma: Malloc: rank %d has no shared memory for its part: %w", p, ErrNoSpace)
+			}
+			return nil, fmt.Errorf("rma: Malloc: rank %d could not allocate its part: %w", p, ErrPeerAlloc)
+		}
 		if len(b) != 16+4*len(r.nets) {
 			_ = s.release()
 			return nil, fmt.Errorf("rma: Malloc: rank %d sent %d bytes: %w", p, len(b), errBlob)

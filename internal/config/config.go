@@ -54,6 +54,10 @@ const (
 type Config struct {
 	// Transport: auto (shm within a node, tcp between nodes), shm or tcp. GOARMCI_TRANSPORT.
 	Transport Transport
+	// ShmDir is the directory of the shared-memory provider's control files (one per rank of
+	// the node, goarmci.<job>.rank<N>.ctl, 580 KiB each, allocated at Init); it should be a
+	// tmpfs, and every rank of a node must use the same one. GOARMCI_SHM_DIR.
+	ShmDir string
 	// Rails are interface names or listen addresses, one per rail; empty means the host
 	// address (loopback for a single node). GOARMCI_RAILS.
 	Rails []string
@@ -87,7 +91,11 @@ type Config struct {
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
 	RetryCount int
 	// PartitionTimeout bounds how long an operation blocks while no path to its target exists
-	// (seed 000 §10); 0 waits until the context ends. GOARMCI_PARTITION_TIMEOUT.
+	// before it fails with a partition error (rma.ErrPartition); default 30 s, far above what
+	// APM (retries on the primary path, then a switch) and software recovery (connection
+	// manager resends every 50 ms, path probes every 100 ms, a failed path avoided for 500 ms)
+	// need to recover a transient fault. 0, set explicitly, waits until the operation's context
+	// ends. GOARMCI_PARTITION_TIMEOUT.
 	PartitionTimeout time.Duration
 	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
 	// package validates it. GOARMCI_STRIPE_POLICY.

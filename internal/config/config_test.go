@@ -23,7 +23,40 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 7, c.RetryCount)
 	assert.Equal(t, int64(16<<10), c.StripeThreshold)
 	assert.Equal(t, LogJSON, c.LogFormat)
+	assert.Equal(t, 30*time.Second, c.PartitionTimeout, "finite: no operation waits forever for a partition to heal")
+	assert.Equal(t, "/dev/shm", c.ShmDir)
 	require.NoError(t, c.Validate())
+}
+
+// GOARMCI_PARTITION_TIMEOUT: unset or empty is the 30 s default; 0 (waiting until the
+// operation's context ends) only when set explicitly.
+func TestPartitionTimeoutDefault(t *testing.T) {
+	for env, want := range map[string]time.Duration{"": 30 * time.Second, "GOARMCI_PARTITION_TIMEOUT=": 30 * time.Second,
+		"GOARMCI_PARTITION_TIMEOUT=0": 0, "GOARMCI_PARTITION_TIMEOUT=0s": 0, "GOARMCI_PARTITION_TIMEOUT=5m": 5 * time.Minute} {
+		c, _, err := FromEnviron([]string{env})
+		require.NoError(t, err, env)
+		assert.Equal(t, want, c.PartitionTimeout, env)
+	}
+	for _, k := range Knobs() {
+		if k.Name == "GOARMCI_PARTITION_TIMEOUT" {
+			assert.Equal(t, "30s", k.Default, "goarmci info prints the default")
+		}
+	}
+}
+
+func TestShmDir(t *testing.T) {
+	c, _, err := FromEnviron([]string{"GOARMCI_SHM_DIR=/run/user/1000/goarmci/"})
+	require.NoError(t, err)
+	assert.Equal(t, "/run/user/1000/goarmci", c.ShmDir)
+	for _, bad := range []string{"shm", "./x", " "} {
+		_, _, err := FromEnviron([]string{"GOARMCI_SHM_DIR=" + bad})
+		require.ErrorIs(t, err, ErrBadValue, bad)
+		assert.Contains(t, err.Error(), "GOARMCI_SHM_DIR")
+	}
+	before := Default()
+	c = before
+	require.ErrorIs(t, c.Set("GOARMCI_SHM_DIR", "relative"), ErrBadValue)
+	assert.Equal(t, before, c, "bad input changes nothing")
 }
 
 func TestKnobTable(t *testing.T) {
@@ -47,7 +80,7 @@ func TestKnobTable(t *testing.T) {
 	for _, n := range []string{"GOARMCI_RANK", "GOARMCI_SIZE", "GOARMCI_RDV", "GOARMCI_JOBID", "GOARMCI_TRANSPORT",
 		"GOARMCI_RAILS", "GOARMCI_LOG_LEVEL", "GOARMCI_LOG_FILE", "GOARMCI_STARTUP_TIMEOUT", "GOARMCI_APM",
 		"GOARMCI_ACK_TIMEOUT", "GOARMCI_RETRY_COUNT", "GOARMCI_PARTITION_TIMEOUT", "GOARMCI_STRIPE_POLICY",
-		"GOARMCI_STRIPE_THRESHOLD"} {
+		"GOARMCI_STRIPE_THRESHOLD", "GOARMCI_SHM_DIR"} {
 		assert.True(t, seen[n], n)
 	}
 }

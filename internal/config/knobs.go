@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,17 @@ var table = []Knob{
 			}
 			return fmt.Errorf("want auto, shm or tcp")
 		}},
+	{Name: "GOARMCI_SHM_DIR", Type: "string", Default: "/dev/shm",
+		Doc: "directory (a tmpfs, the same for every rank of a node) of the shared-memory control files, 580 KiB per rank, allocated at start-up",
+		get: func(c *Config) string { return c.ShmDir },
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if !filepath.IsAbs(v) {
+				return fmt.Errorf("want an absolute directory path")
+			}
+			c.ShmDir = filepath.Clean(v)
+			return nil
+		}},
 	{Name: "GOARMCI_RAILS", Type: "list", Default: "",
 		Doc: "comma list of interface names or listen addresses, one per rail; none = host address",
 		get: func(c *Config) string { return strings.Join(c.Rails, ",") },
@@ -187,8 +199,8 @@ var table = []Knob{
 			c.RetryCount = n
 			return nil
 		}},
-	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "0s",
-		Doc: "how long an operation blocks while no path to its target exists; 0 = until its context ends",
+	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "30s",
+		Doc: "how long an operation blocks while no path to its target exists before it fails with rma.ErrPartition (far above APM's and software recovery's timers); 0 = until its context ends",
 		get: func(c *Config) string { return c.PartitionTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PartitionTimeout }, true)},
 	{Name: "GOARMCI_TCP_POLL", Type: "auto|off|duration", Default: "auto",

@@ -57,6 +57,70 @@ func CreateFile(path string, size int) (int, error) {
 	return fd, nil
 }
 
+// preallocChunk bounds one fallocate call (bytes): a signal interrupts shmem's fallocate with
+// EINTR and undoes the call's range, so a huge file is allocated piecewise and each piece retried.
+const preallocChunk = 64 << 20
+
+// preallocRetries bounds the EINTR retries of one piece, so Preallocate cannot loop forever.
+const preallocRetries = 100
+
+// Preallocate allocates the first size bytes of the open file fd (fallocate(2), mode 0), so
+// that touching a MAP_SHARED mapping of them cannot fault with SIGBUS because the filesystem
+// (a tmpfs such as /dev/shm, or the memfd mount) is full. A filesystem without fallocate gets
+// the same bytes written as zeros (the file must still be all zeros there: a new file). Errors
+// wrap the errno: unix.ENOSPC (syscall.ENOSPC) when the space is not there, unix.EDQUOT, or
+// unix.ENOMEM when memory or its cgroup limit refuses the pages.
+func Preallocate(fd int, size int) error {
+	if size < 0 {
+		return fmt.Errorf("xunix: fallocate of %d bytes: %w", size, unix.EINVAL)
+	}
+	for off := int64(0); off < int64(size); {
+		n := min(int64(size)-off, preallocChunk)
+		err := fallocate(fd, off, n)
+		for i := 0; errors.Is(err, unix.EINTR) && i < preallocRetries; i++ {
+			err = fallocate(fd, off, n)
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+			return writeZeros(fd, off, int64(size))
+		}
+		if err != nil {
+			return fmt.Errorf("xunix: fallocate fd %d, bytes [%d, %d): %w", fd, off, off+n, err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// fallocate is unix.Fallocate with mode 0 (a variable so tests can make it fail).
+var fallocate = func(fd int, off, n int64) error { return unix.Fallocate(fd, 0, off, n) }
+
+// writeZeros writes zeros to [off, end) of fd: Preallocate's fallback.
+func writeZeros(fd int, off, end int64) error {
+	zeros := make([]byte, min(end-off, 1<<20))
+	for intr := 0; off < end; {
+		n, err := unix.Pwrite(fd, zeros[:min(end-off, int64(len(zeros)))], off)
+		if errors.Is(err, unix.EINTR) && intr < preallocRetries {
+			intr++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("xunix: writing zeros to fd %d at %d: %w", fd, off, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("xunix: writing zeros to fd %d at %d: %w", fd, off, unix.ENOSPC)
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// NoSpace reports whether err says the system refused the space a file or mapping needed:
+// ENOSPC (file system full, or out of inodes), EDQUOT (quota) or ENOMEM (memory, or the
+// memory cgroup's limit, for memfd and tmpfs pages).
+func NoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.ENOMEM)
+}
+
 // OpenFile opens an existing file read-write (also /proc/<pid>/fd/<n> links).
 func OpenFile(path string) (int, error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)

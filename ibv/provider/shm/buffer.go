@@ -35,7 +35,10 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b
 // memfd file). A memory region registered over it (PD.RegMR on any shm device of this process)
 // is reached by peer processes on the node through their own mapping of the same file: one copy,
 // no system call and no work by this process per operation. The memory stays valid until
-// FreeBuffer. Errors wrap ibv.ErrInvalidArgument (size ≤ 0) or the system error.
+// FreeBuffer. The pages are allocated before the file is mapped (fallocate), so memory that is
+// not there gives an error wrapping ErrNoSpace (with the bytes asked for) instead of a SIGBUS
+// at the first touch. Errors wrap ibv.ErrInvalidArgument (size ≤ 0), ErrNoSpace or the system
+// error.
 //
 // This is the shm counterpart of ARMCI_Malloc's shared segments (and of MPI_Win_allocate_shared).
 func AllocBuffer(size int) ([]byte, error) {
@@ -50,6 +53,13 @@ func AllocBuffer(size int) ([]byte, error) {
 	fd, err := xunix.MemfdCreate(fmt.Sprintf("goarmci-buf-%d", id), n)
 	if err != nil {
 		return nil, fmt.Errorf("shm: AllocBuffer: %w", err)
+	}
+	if err := preallocate(fd, n); err != nil {
+		_ = xunix.Close(fd) // the memfd and its pages go with its last descriptor
+		if xunix.NoSpace(err) {
+			return nil, fmt.Errorf("shm: AllocBuffer: %d bytes of shared memory (memfd) are not available: %w: %w", n, ErrNoSpace, err)
+		}
+		return nil, fmt.Errorf("shm: AllocBuffer: allocating %d bytes of shared memory (memfd): %w", n, err)
 	}
 	st, err := xunix.Fstat(fd)
 	if err != nil {

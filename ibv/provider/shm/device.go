@@ -23,6 +23,16 @@ import (
 // is truncated). It is reported wrapped together with ibv.ErrUnreachable.
 var ErrBadSegment = errors.New("shm: malformed control segment")
 
+// ErrNoSpace: the system refused the memory behind a control file (Open: its directory, a
+// tmpfs such as /dev/shm, is full or out of inodes) or a shared buffer (AllocBuffer: memory or
+// the memory cgroup's limit). Both are allocated before they are mapped, so a full tmpfs gives
+// this error instead of a SIGBUS on first touch. The message names the bytes needed and where.
+var ErrNoSpace = errors.New("shm: no space for shared memory")
+
+// preallocate allocates a new file's blocks before it is mapped (a variable so tests can make
+// it fail).
+var preallocate = xunix.Preallocate
+
 // Defaults of Config.
 const (
 	DefaultDir   = "/dev/shm"
@@ -39,7 +49,10 @@ type Config struct {
 	Job string
 	// Name is the endpoint's name, unique within the job and node (e.g. "rank3"); same alphabet.
 	Name string
-	// Dir holds the control files (default /dev/shm). Every endpoint of a job must use the same.
+	// Dir holds the control files (default /dev/shm; the runtime sets it from
+	// GOARMCI_SHM_DIR). Every endpoint of a job on a node must use the same. It should be a
+	// tmpfs: each endpoint's file takes 4 KiB + 128 B per MR slot + 64 B per QP slot (580 KiB
+	// with the defaults), allocated at Open.
 	Dir string
 	// MaxMR and MaxQP size the published MR and QP tables (defaults 4096 and 1024).
 	MaxMR, MaxQP int
@@ -111,7 +124,8 @@ func parseAddr(a string) (job, name string, err error) {
 // intra-node provider). It publishes a control segment under cfg.Dir that peers of the job on
 // this node map; the device has one port whose PortAttr.Addr ("job/name") is what peers put in
 // AHAttr.Addr. Errors wrap ibv.ErrInvalidArgument (bad names or sizes), ibv.ErrBusy (the name is
-// taken by a live process) or the system error.
+// taken by a live process), ErrNoSpace (cfg.Dir has no room for the control file; nothing is
+// left in it) or the system error.
 func Open(cfg Config) (*ibv.Context, error) {
 	if !validName(cfg.Job) || !validName(cfg.Name) {
 		return nil, fmt.Errorf("shm: Open job %q name %q: %w (letters, digits, '_', '-')", cfg.Job, cfg.Name, ibv.ErrInvalidArgument)
@@ -149,15 +163,20 @@ func Open(cfg Config) (*ibv.Context, error) {
 
 // publish creates and initializes the control file under a temporary name, then links it to
 // its final name (atomic: peers never see a half-initialized segment). A file left by a dead
-// process is replaced.
+// process is replaced. The file's blocks are allocated before it is mapped: on a full tmpfs a
+// sparse file maps fine and then kills the process with SIGBUS at the first store.
 func (d *device) publish() error {
 	size := xunix.RoundPage(segmentSize(d.cfg.MaxMR, d.cfg.MaxQP))
 	tmp := fmt.Sprintf("%s.tmp%d-%x", d.path, d.pid, d.id)
 	fd, err := xunix.CreateFile(tmp, size)
 	if err != nil {
-		return fmt.Errorf("shm: Open: %w", err)
+		return d.spaceErr(size, err)
 	}
 	defer xunix.Unlink(tmp)
+	if err := preallocate(fd, size); err != nil {
+		_ = xunix.Close(fd)
+		return d.spaceErr(size, err)
+	}
 	mem, err := xunix.MapShared(fd, size)
 	_ = xunix.Close(fd)
 	if err != nil {
@@ -183,7 +202,7 @@ func (d *device) publish() error {
 		}
 		if !errors.Is(err, os.ErrExist) || attempt > 0 {
 			_ = xunix.Unmap(mem)
-			return fmt.Errorf("shm: Open: %w", err)
+			return d.spaceErr(size, err)
 		}
 		if owner, live := fileOwner(d.path); live {
 			_ = xunix.Unmap(mem)
@@ -194,6 +213,18 @@ func (d *device) publish() error {
 	}
 	d.seg = seg
 	return nil
+}
+
+// spaceErr is Open's error for a control file of size bytes that could not be created or
+// allocated: it wraps ErrNoSpace when the system refused the space, and names the bytes, the
+// directory and the setting that moves it.
+func (d *device) spaceErr(size int, err error) error {
+	if xunix.NoSpace(err) {
+		return fmt.Errorf("shm: Open: the %d-byte control file of %s does not fit in %s (free space there, or choose another tmpfs directory with Config.Dir / GOARMCI_SHM_DIR): %w: %w",
+			size, d.addr, d.cfg.Dir, ErrNoSpace, err)
+	}
+	return fmt.Errorf("shm: Open: the %d-byte control file of %s in %s (Config.Dir / GOARMCI_SHM_DIR): %w",
+		size, d.addr, d.cfg.Dir, err)
 }
 
 // fileOwner reads the owner pid of a control file and whether it is a live, open endpoint.

@@ -5,10 +5,11 @@
 // for ARMCI's 0.1 µs Put/Get over shared memory).
 //
 // How it works. Every device (Open) publishes a control segment, a small shared file named
-// goarmci.<job>.<name>.ctl in /dev/shm, holding its MR table (rkey, virtual address, length,
+// goarmci.<job>.<name>.ctl in /dev/shm (Config.Dir), holding its MR table (rkey, virtual address, length,
 // access flags and the shared buffer behind each region) and its QP table (state, access flags
 // and the peer each QP is connected to). Memory from AllocBuffer lives in anonymous shared files
-// (memfd). An origin QP connected to a target QP (INIT→RTR with AHAttr.Addr = the target's
+// (memfd). Both kinds of file are allocated (fallocate) before they are mapped, so a full tmpfs
+// or a memory limit is an error wrapping ErrNoSpace, not a SIGBUS. An origin QP connected to a target QP (INIT→RTR with AHAttr.Addr = the target's
 // PortAttr.Addr and DestQPN) maps the target's control segment once; for each request it does
 // what the responder's memory access validation would do (IBA §9.7.4.1.5: the responder QP is in
 // RTR/RTS/SQD, connected to this QP and allows the access; the rkey names a live region whose

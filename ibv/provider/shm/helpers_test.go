@@ -26,13 +26,19 @@ func testJob() string { return fmt.Sprintf("t%d-%x", os.Getpid(), rand.Uint32())
 
 func openEnd(t testing.TB, job, name string) *end {
 	t.Helper()
-	ctx, err := Open(Config{Job: job, Name: name})
+	return openEndCfg(t, Config{Job: job, Name: name})
+}
+
+// openEndCfg is openEnd with a whole Config (a directory other than the default, ...).
+func openEndCfg(t testing.TB, cfg Config) *end {
+	t.Helper()
+	ctx, err := Open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ctx.Close() })
 	e := &end{ctx: ctx}
 	pa, err := ctx.QueryPort(1)
 	require.NoError(t, err)
-	require.Equal(t, Addr(job, name), pa.Addr)
+	require.Equal(t, Addr(cfg.Job, cfg.Name), pa.Addr)
 	e.addr = pa.Addr
 	e.pd, err = ctx.AllocPD()
 	require.NoError(t, err)
