@@ -57,13 +57,11 @@ func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error
 }
 
 // Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
-// origin (a whole number of them), atomic per element with respect to the other accumulate-class
-// operations to the same location as the window's AccOps mode states; from this rank to one
-// target they apply in program order. Ops: SUM, PROD, MAX, MIN (not complex), REPLACE. SUM goes
-// lock-free (rma Acc) under AccSameOpNoOp; the others take the target's accumulate lock, a lock
-// word in its window taken with remote atomics, as MPI implementations do for operations the
-// network cannot apply natively. Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching
-// calls only).
+// origin (a whole number of them), atomic per element with respect to every other
+// accumulate-class operation to the same location (all of them take the target's accumulate
+// lock, see AccOps); from this rank to one target they apply in program order. Ops: SUM, PROD,
+// MAX, MIN (not complex), REPLACE. SUM is an rma Acc under the lock, the others get–combine–put.
+// Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching calls only).
 func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target, disp int, o Op) error {
 	if o == OpNoOp {
 		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
@@ -72,10 +70,11 @@ func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target
 }
 
 // GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
-// before origin was combined into them with o, atomically per element as Accumulate. With NO_OP,
-// origin is ignored (may be nil) and this is an atomic read of len(result) bytes. result holds the
-// values once the epoch closes or at Flush. Errors as Accumulate's; ErrType when origin and result
-// differ in length (except for NO_OP).
+// before origin was combined into them with o, atomically per element as Accumulate: under the
+// target's accumulate lock, one Get of the whole range into result, the combination in a local
+// buffer, one Put back (see AccOps). With NO_OP, origin is ignored (may be nil) and this is an
+// atomic read of len(result) bytes. result holds the values once the epoch closes or at Flush.
+// Errors as Accumulate's; ErrType when origin and result differ in length (except for NO_OP).
 func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ Type, target, disp int, o Op) error {
 	if o != OpNoOp && len(origin) != len(result) {
 		return fmt.Errorf("%w: GetAccumulate origin %d bytes, result %d bytes", ErrType, len(origin), len(result))
@@ -94,9 +93,9 @@ func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type
 
 // CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
 // target element equals compare it becomes origin; result receives the old value either way
-// (once the epoch closes or at Flush). It is the target's native compare-and-swap, atomic with
-// respect to the other lock-free operations; under AccAnyOp it also takes the accumulate lock.
-// Errors as Accumulate's; ErrOp for a non-integer type.
+// (once the epoch closes or at Flush). It is the target's native compare-and-swap, issued under
+// the target's accumulate lock like every accumulate-class operation (see AccOps). Errors as
+// Accumulate's; ErrOp for a non-integer type.
 func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []byte, typ Type, target, disp int) error {
 	if typ.Size() != 0 && !isInteger(typ) {
 		return fmt.Errorf("%w: CompareAndSwap on %v", ErrOp, typ)
@@ -191,7 +190,7 @@ func (w *Window) complete(ctx context.Context, t int) error {
 
 // issue starts the queued operations to t (t < 0: all). Puts and gets go first, in the order of
 // the reordering policy (issueOrder); then the accumulate-class operations of each target in
-// program order, under one accumulate-lock acquisition per target when any needs the lock.
+// program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
 	sel, keep := w.sel[:0], w.q[:0]
@@ -266,45 +265,27 @@ func (w *Window) issue(ctx context.Context, t int) error {
 	return err
 }
 
-// native reports whether o has a lock-free implementation on the target's atomics.
-func native(o *op) bool {
-	switch o.kind {
-	case kAcc:
-		return o.aop == OpSum
-	case kGetAcc:
-		return o.aop == OpSum || o.aop == OpNoOp
-	case kCAS:
-		return true
-	}
-	return false
-}
-
-// accBatch runs the accumulate-class operations to tg in sel[from:], in program order. Under
-// AccAnyOp, or when one of them has no native implementation, the target's accumulate lock is
-// held around all of them; native SUM accumulates are still issued as rma Acc under it, the
-// rest are get–combine–put while the lock is held.
+// accBatch runs the accumulate-class operations to tg in sel[from:], in program order, all of
+// them under one acquisition of tg's accumulate lock (the window's single atomicity domain, see
+// AccOps): Accumulate(SUM) is an rma Acc issued under the lock, CompareAndSwap the target's
+// compare-and-swap, everything else one get–combine–put of the operation's whole range. The
+// lock goes once every operation is complete at the target.
 func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err error) {
-	locked := w.opt.accOps == AccAnyOp
-	for j := from; j < len(sel) && !locked; j++ {
-		if sel[j].kind >= kAcc && sel[j].kind != kDone && sel[j].target == tg && !native(&sel[j]) {
-			locked = true
-		}
+	if err := w.accLock(ctx, tg); err != nil {
+		return err
 	}
-	if locked {
-		if err := w.accLock(ctx, tg); err != nil {
-			return err
-		}
-		defer func() {
-			// completed at the target before the lock goes
-			if e := w.rt.Fence(context.WithoutCancel(ctx), tg); e != nil && err == nil {
+	inflight := false // rma Accs issued under the lock but not yet complete at the target
+	defer func() {
+		uctx := context.WithoutCancel(ctx)
+		if inflight { // completed at the target before the lock goes
+			if e := w.rt.Fence(uctx, tg); e != nil && err == nil {
 				err = e
 			}
-			if e := w.swap(context.WithoutCancel(ctx), tg, offAccLock, 0); e != nil && err == nil {
-				err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)
-			}
-		}()
-	}
-	inflight := false // rma Accs issued but not yet complete
+		}
+		if e := w.swap(uctx, tg, offAccLock, 0); e != nil && err == nil {
+			err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)
+		}
+	}()
 	for j := from; j < len(sel); j++ {
 		o := &sel[j]
 		if o.kind < kAcc || o.kind == kDone || o.target != tg {
@@ -316,7 +297,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 				return fmt.Errorf("window: accumulate to rank %d: %w", tg, e)
 			}
 			w.touched[tg] = true
-			if h != nil {
+			if h != nil { // nil: complete at issue (self, or a same-node direct view)
 				w.pend = append(w.pend, pending{tg, h})
 				inflight = true
 			}
@@ -329,12 +310,9 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 			inflight = false
 		}
 		var e error
-		switch {
-		case o.kind == kCAS:
+		if o.kind == kCAS {
 			e = w.cas(ctx, o)
-		case !locked:
-			e = w.fetchNative(ctx, o)
-		default:
+		} else {
 			e = w.getCombinePut(ctx, o)
 		}
 		if e != nil {
@@ -361,35 +339,42 @@ func (w *Window) accLock(ctx context.Context, tg int) error {
 	}
 }
 
-// getCombinePut applies a non-native accumulate (or any fetching one under the lock): read the
-// target elements, combine, write them back; for GetAccumulate the read lands in the result.
+// getCombinePut applies an accumulate-class operation other than Accumulate(SUM) and
+// CompareAndSwap under the target's accumulate lock, as one read-modify-write of its whole range:
+// one Get of the range (for GetAccumulate/FetchAndOp straight into the result), the combination
+// in a local buffer, one Put back. REPLACE skips the combination and NO_OP the Put.
 func (w *Window) getCombinePut(ctx context.Context, o *op) error {
-	n := len(o.dst)
 	if o.kind == kAcc {
-		n = len(o.src)
+		if o.aop == OpReplace {
+			return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+		}
+		buf := w.scratchN(len(o.src))
+		if err := w.rt.Get(ctx, w.data, o.target, o.off, buf); err != nil {
+			return err
+		}
+		combine(o.aop, o.typ, buf, o.src)
+		return w.rt.Put(ctx, buf, w.data, o.target, o.off)
 	}
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, o.dst); err != nil {
+		return err
+	}
+	switch o.aop {
+	case OpNoOp:
+		return nil
+	case OpReplace:
+		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	}
+	buf := w.scratchN(len(o.dst))
+	combineInto(o.aop, o.typ, buf, o.dst, o.src)
+	return w.rt.Put(ctx, buf, w.data, o.target, o.off)
+}
+
+// scratchN is the window's scratch buffer with n bytes.
+func (w *Window) scratchN(n int) []byte {
 	if cap(w.scratch) < n {
 		w.scratch = make([]byte, n)
 	}
-	buf := w.scratch[:n]
-	if o.kind == kAcc && o.aop == OpReplace {
-		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
-	}
-	old := buf
-	if o.kind == kGetAcc {
-		old = o.dst
-	}
-	if err := w.rt.Get(ctx, w.data, o.target, o.off, old); err != nil {
-		return err
-	}
-	if o.aop == OpNoOp {
-		return nil
-	}
-	if o.kind == kGetAcc {
-		copy(buf, old)
-	}
-	combine(o.aop, o.typ, buf, o.src)
-	return w.rt.Put(ctx, buf, w.data, o.target, o.off)
+	return w.scratch[:n]
 }
 
 // cas is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
@@ -408,83 +393,5 @@ func (w *Window) cas(ctx context.Context, o *op) error {
 		return err
 	}
 	le.PutUint64(o.dst, uint64(old))
-	return nil
-}
-
-// fetchNative is the lock-free GetAccumulate/FetchAndOp: SUM on integers is a fetch-and-add per
-// element; SUM on floating and complex types a compare-and-swap loop per component (4 or 8
-// bytes: complex types add component-wise, as internal/accum does); NO_OP a fetch-and-add of 0
-// per word. One remote atomic (or a few) per element: meant for FetchAndOp and short arrays.
-func (w *Window) fetchNative(ctx context.Context, o *op) error {
-	le := binary.LittleEndian
-	word := 8
-	if o.typ == Int32 || o.typ == Float32 || o.typ == Complex64 {
-		word = 4
-	}
-	for i := 0; i < len(o.dst); i += word {
-		off := o.off + i
-		if o.aop == OpNoOp || isInteger(o.typ) {
-			var add int64
-			if o.aop == OpSum {
-				if word == 4 {
-					add = int64(int32(le.Uint32(o.src[i:])))
-				} else {
-					add = int64(le.Uint64(o.src[i:]))
-				}
-			}
-			if word == 4 {
-				old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, add)
-				if err != nil {
-					return err
-				}
-				le.PutUint32(o.dst[i:], uint32(old))
-			} else {
-				old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, add)
-				if err != nil {
-					return err
-				}
-				le.PutUint64(o.dst[i:], uint64(old))
-			}
-			continue
-		}
-		// floating SUM: compare-and-swap loop on the component
-		if word == 4 {
-			old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, 0)
-			if err != nil {
-				return err
-			}
-			add := math.Float32frombits(le.Uint32(o.src[i:]))
-			for {
-				nv := math.Float32bits(math.Float32frombits(uint32(old)) + add)
-				got, err := w.rt.CompareSwap32(ctx, w.data, o.target, off, int32(old), int32(nv))
-				if err != nil {
-					return err
-				}
-				if uint32(got) == uint32(old) {
-					break
-				}
-				old = int64(got)
-			}
-			le.PutUint32(o.dst[i:], uint32(old))
-		} else {
-			old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, 0)
-			if err != nil {
-				return err
-			}
-			add := math.Float64frombits(le.Uint64(o.src[i:]))
-			for {
-				nv := math.Float64bits(math.Float64frombits(uint64(old)) + add)
-				got, err := w.rt.CompareSwap(ctx, w.data, o.target, off, old, int64(nv))
-				if err != nil {
-					return err
-				}
-				if got == old {
-					break
-				}
-				old = got
-			}
-			le.PutUint64(o.dst[i:], uint64(old))
-		}
-	}
 	return nil
 }

@@ -9,24 +9,42 @@ import (
 )
 
 // AccOps says which accumulate operations may meet at one target location at the same time (the
-// MPI info key accumulate_ops), and so which ones may go lock-free.
+// MPI info key accumulate_ops).
+//
+// Atomicity domain. Whatever the mode, every accumulate-class operation of a window (Accumulate,
+// GetAccumulate, FetchAndOp, CompareAndSwap; every op and type) runs under the target's
+// accumulate lock, a word in the target's synchronization segment taken with a remote
+// compare-and-swap and released with a remote swap, as Open MPI's osc/sm and osc/rdma do. Under
+// it an Accumulate(SUM) is one rma Acc, a CompareAndSwap the target's compare-and-swap, and every
+// other operation one read-modify-write of its whole range: one Get (into the result for the
+// fetching calls), the combination in a local buffer, one Put. The operations of one flush to one
+// target share one acquisition. So all accumulate-class operations to the same memory are atomic
+// with respect to each other (MPI-3 §11.7.1), whatever their ops, types, lengths and transports,
+// and a GetAccumulate of an array costs one lock round trip and two bulk copies instead of remote
+// atomics per element.
+//
+// Why one domain, and this one: the two per-element mechanisms below the window do not exclude
+// each other — the target's CPU atomics (rma Rmw and CompareSwap, the lock-free FetchAndOp path
+// this package had) and rma Acc, which on shared memory adds with plain loads and stores under
+// the memory region's own lock — and neither excludes a get–combine–put of a range. A fetching
+// accumulate of an array can only be made atomic, at bulk speed, under a lock that every other
+// accumulate to the same words takes too; keeping lock-free single-element atomics beside it
+// would lose updates whenever the two meet. The price is on single elements: FetchAndOp and
+// CompareAndSwap are a lock, one operation and an unlock (three remote operations instead of
+// one) unless batched in one flush. rma-level accumulates that bypass the window (rt.Acc on a
+// Create'd window's segment) are outside the domain, as MPI leaves accesses outside the window
+// interface undefined.
 type AccOps uint8
 
 const (
 	// AccSameOpNoOp (MPI's default accumulate_ops=same_op_no_op): concurrent accumulate-class
-	// operations to one location use the same op, or MPI_NO_OP. SUM (Accumulate, GetAccumulate,
-	// FetchAndOp), NO_OP fetches and CompareAndSwap are then lock-free, on the target's native
-	// atomics: Accumulate(SUM) is one rma Acc (atomic per element in the target's memory);
-	// fetching SUM on integers is a fetch-and-add per element; fetching SUM on floating and
-	// complex types is a compare-and-swap loop per 4- or 8-byte component; NO_OP is a
-	// fetch-and-add of 0 per word. PROD, MAX, MIN and REPLACE take the target's accumulate lock.
-	// Caveat: a NO_OP fetch may overlap a locked REPLACE/PROD/MAX/MIN write-back, which is not
-	// atomic per element with respect to it; use AccAnyOp when NO_OP meets those.
+	// operations to one location use the same op, or MPI_NO_OP. Accepted for the info key's sake;
+	// the window does not use the promise (see AccOps): every operation takes the accumulate
+	// lock.
 	AccSameOpNoOp AccOps = iota
-	// AccAnyOp (accumulate_ops unset in MPI terms: any ops may meet): every accumulate-class
-	// operation, SUM included, runs under the target's accumulate lock, so all of them are atomic
-	// per element with respect to each other whatever their ops. Within one flush the operations
-	// to one target share one lock acquisition.
+	// AccAnyOp (accumulate_ops unset in MPI terms: any ops may meet). The same single domain:
+	// all accumulate-class operations are atomic per element with respect to each other whatever
+	// their ops.
 	AccAnyOp
 )
 
