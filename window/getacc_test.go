@@ -283,3 +283,46 @@ func TestAccumulateVsFetchAndOpExact(t *testing.T) {
 		require.NoError(t, w.Free(ctx))
 	})
 }
+
+// TestFetchAndOpReplaceChain: every rank swaps its own values into one Int32 and one Int64 word
+// of rank 0 with FetchAndOp(REPLACE) several times: the initial value and every value swapped in
+// appear exactly once among the fetched values and the final one (a chain of swaps), on the
+// network path (the target's swap under the accumulate lock) and on shared memory.
+func TestFetchAndOpReplaceChain(t *testing.T) {
+	each(t, []int{2, 3}, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		const rounds = 20
+		n, me := rt.Size(), rt.Rank()
+		w, err := Allocate(ctx, rt, 16, 1)
+		require.NoError(t, err)
+		for _, typ := range []Type{Int32, Int64} {
+			require.NoError(t, rt.Barrier(ctx))
+			if me == 0 {
+				clear(w.Local())
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			seen := make([]byte, 8*(n*rounds+1)) // value v = 1 + rank·rounds + k; 0 is the initial one
+			res := make([]byte, typ.Size())
+			require.NoError(t, w.LockAll(ctx, 0))
+			for k := 0; k < rounds; k++ {
+				v := complex(float64(1+me*rounds+k), 0)
+				require.NoError(t, w.FetchAndOp(ctx, encode(typ, []complex128{v}), res, typ, 0, 8, OpReplace))
+				require.NoError(t, w.Flush(ctx, 0))
+				got := int(real(decode(typ, res)[0]))
+				require.True(t, got >= 0 && got <= n*rounds, "%v fetched %d", typ, got)
+				le.PutUint64(seen[8*got:], le.Uint64(seen[8*got:])+1)
+			}
+			require.NoError(t, w.UnlockAll(ctx))
+			require.NoError(t, rt.Barrier(ctx))
+			if me == 0 {
+				final := int(real(decode(typ, w.Local()[8:8+typ.Size()])[0]))
+				le.PutUint64(seen[8*final:], le.Uint64(seen[8*final:])+1)
+			}
+			require.NoError(t, rt.AllReduce(ctx, rma.AccInt64, rma.ReduceSum, seen))
+			for v := 0; v <= n*rounds; v++ {
+				require.Equal(t, int64(1), geti64(seen, v), "%v value %d fetched or left exactly once", typ, v)
+			}
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, w.Free(ctx))
+	})
+}
