@@ -131,7 +131,8 @@ func TestGetAccumulateBulkExact(t *testing.T) {
 // TestAccumulateMixedExact: every rank mixes, on overlapping int64 words of rank 0 and at the
 // same time as the others, GetAccumulate(SUM) of words 0-63, FetchAndOp(SUM) of word 40,
 // Accumulate(SUM) of words 32-95, CompareAndSwap of word 100 and a GetAccumulate(NO_OP) read of
-// words 32-47, each SUM adding its own bit. Every word ends with exactly its operations' bits,
+// words 32-47, each SUM adding its own bit, in shared and (every third round) exclusive lock
+// epochs. Every word ends with exactly its operations' bits,
 // and the values fetched at words 0, 33 and 40 (hit by all three SUM kinds) are consistent with
 // one serial order that keeps each rank's program order.
 func TestAccumulateMixedExact(t *testing.T) {
@@ -158,7 +159,11 @@ func TestAccumulateMixedExact(t *testing.T) {
 						le.PutUint64(ac[8*i:], bit(me, k, 2))
 					}
 					flushEach := k%2 == 1
-					require.NoError(t, w.Lock(ctx, LockShared, 0, 0))
+					lt := LockShared
+					if k%3 == 2 { // no accumulate lock under an exclusive one, while others hold shared ones
+						lt = LockExclusive
+					}
+					require.NoError(t, w.Lock(ctx, lt, 0, 0))
 					require.NoError(t, w.GetAccumulate(ctx, ga, gaRes, Int64, 0, 0, OpSum))
 					if flushEach {
 						require.NoError(t, w.Flush(ctx, 0))

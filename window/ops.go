@@ -270,17 +270,31 @@ func (w *Window) issue(ctx context.Context, t int) error {
 // AccOps): Accumulate(SUM) is an rma Acc issued under the lock, CompareAndSwap the target's
 // compare-and-swap, everything else one get–combine–put of the operation's whole range. The
 // lock goes once every operation is complete at the target.
+//
+// Inside an exclusive passive-target epoch to tg (Lock(LockExclusive), with or without
+// ModeNoCheck) the accumulate lock is not taken: no other rank can access tg's window then (its
+// lock word excludes every other Lock and LockAll, and MPI makes it erroneous to expose a locked
+// window in a fence or PSCW epoch), as Open MPI's osc/rdma also skips it for exclusively locked
+// peers.
 func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err error) {
-	if err := w.accLock(ctx, tg); err != nil {
-		return err
+	locked := w.ep.Locked(tg) != LockExclusive
+	if locked {
+		if err := w.accLock(ctx, tg); err != nil {
+			return err
+		}
 	}
 	inflight := false // rma Accs issued under the lock but not yet complete at the target
 	defer func() {
 		uctx := context.WithoutCancel(ctx)
-		if inflight { // completed at the target before the lock goes
+		// completed at the target before the lock goes (and, without the lock, before a later
+		// batch's get–combine–put to the same words: program order)
+		if inflight {
 			if e := w.rt.Fence(uctx, tg); e != nil && err == nil {
 				err = e
 			}
+		}
+		if !locked {
+			return
 		}
 		if e := w.swap(uctx, tg, offAccLock, 0); e != nil && err == nil {
 			err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)

@@ -18,10 +18,11 @@ import (
 // it an Accumulate(SUM) is one rma Acc, a CompareAndSwap the target's compare-and-swap, and every
 // other operation one read-modify-write of its whole range: one Get (into the result for the
 // fetching calls), the combination in a local buffer, one Put. The operations of one flush to one
-// target share one acquisition. So all accumulate-class operations to the same memory are atomic
-// with respect to each other (MPI-3 §11.7.1), whatever their ops, types, lengths and transports,
-// and a GetAccumulate of an array costs one lock round trip and two bulk copies instead of remote
-// atomics per element.
+// target share one acquisition; inside an exclusive Lock epoch to the target none is taken (no
+// other rank may access the window then). So all accumulate-class operations to the same memory
+// are atomic with respect to each other (MPI-3 §11.7.1), whatever their ops, types, lengths and
+// transports, and a GetAccumulate of an array costs one lock round trip and two bulk copies
+// instead of remote atomics per element.
 //
 // Why one domain, and this one: the two per-element mechanisms below the window do not exclude
 // each other — the target's CPU atomics (rma Rmw and CompareSwap, the lock-free FetchAndOp path
@@ -29,11 +30,12 @@ import (
 // the memory region's own lock — and neither excludes a get–combine–put of a range. A fetching
 // accumulate of an array can only be made atomic, at bulk speed, under a lock that every other
 // accumulate to the same words takes too; keeping lock-free single-element atomics beside it
-// would lose updates whenever the two meet. The price is on single elements: FetchAndOp and
-// CompareAndSwap are a lock, one operation and an unlock (three remote operations instead of
-// one) unless batched in one flush. rma-level accumulates that bypass the window (rt.Acc on a
-// Create'd window's segment) are outside the domain, as MPI leaves accesses outside the window
-// interface undefined.
+// would lose updates whenever the two meet. The price is on single elements: a FetchAndOp,
+// CompareAndSwap or short Accumulate alone in its flush is a lock, the operation and an unlock
+// (three remote operations where it was one), unless it shares the flush with others or runs
+// under an exclusive lock. rma-level accumulates that bypass the window (rt.Acc on a Create'd
+// window's segment) are outside the domain, as MPI leaves accesses outside the window interface
+// undefined.
 type AccOps uint8
 
 const (
