@@ -6,6 +6,8 @@ import (
 	"math"
 	"unsafe"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/goarmci/goarmci/ibv"
 )
 
@@ -145,6 +147,10 @@ func combineInto(o Op, t Type, out, a, b []byte) {
 			ordered(o, typed[float32](out), typed[float32](a), typed[float32](b))
 			return
 		case Float64:
+			if o == OpSum { // gonum's vector kernel
+				floats.AddTo(typed[float64](out), typed[float64](a), typed[float64](b))
+				return
+			}
 			ordered(o, typed[float64](out), typed[float64](a), typed[float64](b))
 			return
 		case Complex64:
@@ -154,7 +160,7 @@ func combineInto(o Op, t Type, out, a, b []byte) {
 			}
 		case Complex128:
 			if o == OpSum {
-				ordered(o, typed[float64](out), typed[float64](a), typed[float64](b))
+				floats.AddTo(typed[float64](out), typed[float64](a), typed[float64](b))
 				return
 			}
 		}

@@ -331,3 +331,34 @@ func TestFetchAndOpReplaceChain(t *testing.T) {
 		require.NoError(t, w.Free(ctx))
 	})
 }
+
+// TestCombineInto: combineInto(out, a, b) equals a copied to out and combined with b (combine),
+// bit for bit, for every op and type MPI defines, on aligned buffers (the typed and gonum
+// kernels) and misaligned ones (the byte loop).
+func TestCombineInto(t *testing.T) {
+	const elems = 37
+	for _, typ := range allTypes {
+		for _, o := range []Op{OpSum, OpProd, OpMax, OpMin, OpReplace, OpNoOp} {
+			if checkOp(o, typ) != nil {
+				continue
+			}
+			for _, shift := range []int{0, 1, 4} {
+				n := elems * typ.Size()
+				mk := func(seed int) []byte {
+					b := make([]byte, n+8)[shift : shift+n]
+					vals := make([]complex128, elems)
+					for i := range vals {
+						vals[i] = complex(float64((i*7+seed)%11)-5+0.25, float64((i+seed)%5)-2)
+					}
+					copy(b, encode(typ, vals))
+					return b
+				}
+				a, b, out := mk(1), mk(2), make([]byte, n+8)[shift:shift+n]
+				want := append([]byte(nil), a...)
+				combine(o, typ, want, b)
+				combineInto(o, typ, out, a, b)
+				require.Equal(t, want, out, "%v %v shift %d", o, typ, shift)
+			}
+		}
+	}
+}

@@ -356,7 +356,8 @@ func (w *Window) accLock(ctx context.Context, tg int) error {
 // getCombinePut applies an accumulate-class operation other than Accumulate(SUM) and
 // CompareAndSwap under the target's accumulate lock, as one read-modify-write of its whole range:
 // one Get of the range (for GetAccumulate/FetchAndOp straight into the result), the combination
-// in a local buffer, one Put back. REPLACE skips the combination and NO_OP the Put.
+// in a local buffer, one Put back. REPLACE skips the combination and NO_OP the Put; a real or
+// integer SUM to a same-node rank is one rma Acc in place instead of the combination and the Put.
 func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 	if o.kind == kAcc {
 		if o.aop == OpReplace {
@@ -381,6 +382,14 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 		return nil
 	case OpReplace:
 		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	case OpSum:
+		if !isComplex(o.typ) && w.rt.TransportTo(o.target) == "shm" {
+			// in place: an rma Acc to a same-node rank adds through the mapping at memory speed
+			// (one pass over the target instead of combining into a buffer and copying it back).
+			// Not complex: the Acc multiplies by its scale 1+0i, which turns an infinite
+			// component's partner into NaN.
+			return w.rt.Acc(ctx, o.typ, 1, o.src, w.data, o.target, o.off)
+		}
 	}
 	buf := w.scratchN(len(o.dst))
 	combineInto(o.aop, o.typ, buf, o.dst, o.src)
