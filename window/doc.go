@@ -38,6 +38,7 @@
 // accumulate lock (a lock word taken with remote compare-and-swap), as Open MPI's osc/sm does:
 // Accumulate(SUM) is an rma Acc under it, CompareAndSwap the target's compare-and-swap, the rest
 // (GetAccumulate and FetchAndOp included) one get–combine–put of the operation's whole range.
+// SingleIntrinsic windows use the target's native atomics per element for all of them instead.
 // Accumulates from one origin to one target apply in program order.
 //
 // A Window is driven by one goroutine at a time.

@@ -11,6 +11,17 @@ import (
 	"github.com/goarmci/goarmci/rma"
 )
 
+// domains are the window configurations the accumulate tests run in: the accumulate-lock domain
+// under both accumulate_ops modes, and the SingleIntrinsic (native atomics) one.
+var domains = []struct {
+	name string
+	opts []Option
+}{
+	{"mode0", []Option{AccumulateOps(AccSameOpNoOp)}},
+	{"mode1", []Option{AccumulateOps(AccAnyOp)}},
+	{"native", []Option{SingleIntrinsic(true)}},
+}
+
 // wordOp is one accumulate-class operation on one word, for the atomicity checks: each adds its
 // own bit (0 for a NO_OP read), so the old value a fetching one returns says exactly which
 // operations came before it.
@@ -136,15 +147,15 @@ func TestGetAccumulateBulkExact(t *testing.T) {
 // and the values fetched at words 0, 33 and 40 (hit by all three SUM kinds) are consistent with
 // one serial order that keeps each rank's program order.
 func TestAccumulateMixedExact(t *testing.T) {
-	for _, mode := range []AccOps{AccSameOpNoOp, AccAnyOp} {
-		t.Run(fmt.Sprintf("mode%d", mode), func(t *testing.T) {
+	for _, d := range domains {
+		t.Run(d.name, func(t *testing.T) {
 			each(t, []int{2, 3}, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 				const words, kinds = 128, 4 // kinds: GetAccumulate, FetchAndOp, Accumulate, NO_OP read
 				n, me := rt.Size(), rt.Rank()
 				rounds := 60 / (3 * n)
 				bit := func(r, k, j int) uint64 { return 1 << ((r*rounds+k)*3 + j) }
 				samples := []int{0, 33, 40}
-				w, err := Allocate(ctx, rt, 8*words, 8, AccumulateOps(mode))
+				w, err := Allocate(ctx, rt, 8*words, 8, d.opts...)
 				require.NoError(t, err)
 				olds := make([]byte, 8*n*rounds*kinds*len(samples))
 				slot := func(r, k, j, s int) int { return (((r*rounds+k)*kinds+j)*len(samples) + s) * 8 }
@@ -294,10 +305,16 @@ func TestAccumulateVsFetchAndOpExact(t *testing.T) {
 // appear exactly once among the fetched values and the final one (a chain of swaps), on the
 // network path (the target's swap under the accumulate lock) and on shared memory.
 func TestFetchAndOpReplaceChain(t *testing.T) {
+	for _, d := range domains[1:] {
+		t.Run(d.name, func(t *testing.T) { testFetchAndOpReplaceChain(t, d.opts) })
+	}
+}
+
+func testFetchAndOpReplaceChain(t *testing.T, opts []Option) {
 	each(t, []int{2, 3}, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		const rounds = 20
 		n, me := rt.Size(), rt.Rank()
-		w, err := Allocate(ctx, rt, 16, 1)
+		w, err := Allocate(ctx, rt, 16, 1, opts...)
 		require.NoError(t, err)
 		for _, typ := range []Type{Int32, Int64} {
 			require.NoError(t, rt.Barrier(ctx))

@@ -119,6 +119,9 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 		if err := checkOp(o.aop, o.typ); err != nil {
 			return err
 		}
+		if w.opt.native && o.typ == Complex128 && (o.kind != kAcc || o.aop != OpSum) {
+			return fmt.Errorf("%w: %v %v on a SingleIntrinsic window (two-word elements: Accumulate(SUM) only)", ErrOp, o.aop, o.typ)
+		}
 		if n%o.typ.Size() != 0 {
 			return fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, n, o.typ)
 		}
@@ -277,6 +280,9 @@ func (w *Window) issue(ctx context.Context, t int) error {
 // window in a fence or PSCW epoch), as Open MPI's osc/rdma also skips it for exclusively locked
 // peers.
 func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err error) {
+	if w.opt.native {
+		return w.nativeBatch(ctx, sel, from, tg)
+	}
 	locked := w.ep.Locked(tg) != LockExclusive
 	if locked {
 		if err := w.accLock(ctx, tg); err != nil {
@@ -459,4 +465,119 @@ func (w *Window) cas(ctx context.Context, o *op) error {
 	}
 	le.PutUint64(o.dst, uint64(old))
 	return nil
+}
+
+// nativeBatch runs the accumulate-class operations to tg in sel[from:] of a SingleIntrinsic
+// window, in program order, element by element on the target's atomics (each waited for).
+func (w *Window) nativeBatch(ctx context.Context, sel []op, from, tg int) error {
+	for j := from; j < len(sel); j++ {
+		o := &sel[j]
+		if o.kind < kAcc || o.kind == kDone || o.target != tg {
+			continue
+		}
+		var err error
+		if o.kind == kCAS {
+			err = w.cas(ctx, o)
+		} else {
+			err = w.nativeApply(ctx, o)
+		}
+		if err != nil {
+			return fmt.Errorf("window: %v to rank %d: %w", o.aop, tg, err)
+		}
+	}
+	return nil
+}
+
+// nativeApply applies an Accumulate or GetAccumulate word by word: 4-byte words for Int32 and
+// Float32, 8-byte ones otherwise (a Complex64 element is one word; a Complex128 one, SUM only,
+// two Float64 components).
+func (w *Window) nativeApply(ctx context.Context, o *op) error {
+	n, wt := len(o.dst), o.typ
+	if o.kind == kAcc {
+		n = len(o.src)
+	}
+	word := 8
+	switch o.typ {
+	case Int32, Float32:
+		word = 4
+	case Complex128:
+		wt = Float64
+	}
+	var in []byte
+	for i := 0; i < n; i += word {
+		if o.aop != OpNoOp {
+			in = o.src[i : i+word]
+		}
+		old, err := w.nativeWord(ctx, o.aop, wt, o.target, o.off+i, word, in)
+		if err != nil {
+			return err
+		}
+		if o.kind == kGetAcc {
+			if word == 4 {
+				binary.LittleEndian.PutUint32(o.dst[i:], uint32(old))
+			} else {
+				binary.LittleEndian.PutUint64(o.dst[i:], old)
+			}
+		}
+	}
+	return nil
+}
+
+// nativeWord applies op to the word of word bytes at off of tg's window with the target's
+// atomics and returns its old value: fetch-and-add for integer SUM and NO_OP, swap for REPLACE,
+// else a compare-and-swap loop whose first guess is 0 (no separate read when the word is 0; the
+// swap returns the value to retry from otherwise).
+func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int, in []byte) (uint64, error) {
+	le := binary.LittleEndian
+	var v int64 // the operand as the rma atomics take it
+	switch {
+	case o == OpNoOp:
+	case word == 4:
+		v = int64(int32(le.Uint32(in)))
+	default:
+		v = int64(le.Uint64(in))
+	}
+	mask := ^uint64(0)
+	if word == 4 {
+		mask = 1<<32 - 1
+	}
+	if o == OpNoOp || o == OpReplace || (o == OpSum && isInteger(t)) {
+		rop := rma.FetchAndAddLong
+		switch {
+		case o == OpReplace && word == 4:
+			rop = rma.Swap
+		case o == OpReplace:
+			rop = rma.SwapLong
+		case word == 4:
+			rop = rma.FetchAndAdd
+		}
+		old, err := w.rt.Rmw(ctx, rop, w.data, tg, off, v)
+		return uint64(old) & mask, err
+	}
+	var cur, next [8]byte
+	var guess uint64
+	for {
+		le.PutUint64(cur[:], guess)
+		copy(next[:], cur[:])
+		combine(o, t, next[:word], in)
+		nv := le.Uint64(next[:])
+		var got uint64
+		if word == 4 {
+			g, err := w.rt.CompareSwap32(ctx, w.data, tg, off, int32(uint32(guess)), int32(uint32(nv)))
+			if err != nil {
+				return 0, err
+			}
+			got = uint64(uint32(g))
+		} else {
+			g, err := w.rt.CompareSwap(ctx, w.data, tg, off, int64(guess), int64(nv))
+			if err != nil {
+				return 0, err
+			}
+			got = uint64(g)
+		}
+		if got == guess {
+			return guess, nil
+		}
+		guess = got
+	}
 }
