@@ -58,10 +58,12 @@ func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error
 
 // Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
 // origin (a whole number of them), atomic per element with respect to every other
-// accumulate-class operation to the same location (all of them take the target's accumulate
-// lock, see AccOps); from this rank to one target they apply in program order. Ops: SUM, PROD,
-// MAX, MIN (not complex), REPLACE. SUM is an rma Acc under the lock, the others get–combine–put.
-// Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching calls only).
+// accumulate-class operation to the same location (all of them in the window's one atomicity
+// domain, see AccOps); from this rank to one target they apply in program order. Ops: SUM, PROD,
+// MAX, MIN (not complex), REPLACE. By default SUM is an rma Acc under the target's accumulate
+// lock, the others get–combine–put under it; on a SingleIntrinsic window each element is a native
+// atomic. Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching calls only; on a
+// SingleIntrinsic window Complex128 allows SUM only).
 func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target, disp int, o Op) error {
 	if o == OpNoOp {
 		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
@@ -72,7 +74,8 @@ func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target
 // GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
 // before origin was combined into them with o, atomically per element as Accumulate: under the
 // target's accumulate lock, one Get of the whole range into result, the combination in a local
-// buffer, one Put back (see AccOps). With NO_OP, origin is ignored (may be nil) and this is an
+// buffer, one Put back (see AccOps; a SingleIntrinsic window fetches and combines element by
+// element with native atomics instead). With NO_OP, origin is ignored (may be nil) and this is an
 // atomic read of len(result) bytes. result holds the values once the epoch closes or at Flush.
 // Errors as Accumulate's; ErrType when origin and result differ in length (except for NO_OP).
 func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ Type, target, disp int, o Op) error {
@@ -94,7 +97,8 @@ func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type
 // CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
 // target element equals compare it becomes origin; result receives the old value either way
 // (once the epoch closes or at Flush). It is the target's native compare-and-swap, issued under
-// the target's accumulate lock like every accumulate-class operation (see AccOps). Errors as
+// the target's accumulate lock like every accumulate-class operation (no lock on a
+// SingleIntrinsic window; see AccOps). Errors as
 // Accumulate's; ErrOp for a non-integer type.
 func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []byte, typ Type, target, disp int) error {
 	if typ.Size() != 0 && !isInteger(typ) {
