@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
+
+	"gonum.org/v1/gonum/floats"
 
 	"github.com/goarmci/goarmci/ibv"
 )
@@ -120,6 +123,86 @@ func combine(o Op, t Type, dst, src []byte) {
 			v := applyComplex(o, a, b)
 			le.PutUint64(dst[i:], math.Float64bits(real(v)))
 			le.PutUint64(dst[i+8:], math.Float64bits(imag(v)))
+		}
+	}
+}
+
+// combineInto computes out[i] = a[i] op b[i] (out, a, b of equal lengths, whole elements of t;
+// out must not overlap a or b). It is combine without the copy of a into out: aligned buffers go
+// through typed slices (the usual case: the result buffer and origin of a GetAccumulate), others
+// through combine.
+func combineInto(o Op, t Type, out, a, b []byte) {
+	if len(out) == 0 {
+		return
+	}
+	if al := uintptr(t.Align()); o != OpNoOp && o != OpReplace && aligned(al, out, a, b) {
+		switch t {
+		case Int32:
+			ordered(o, typed[int32](out), typed[int32](a), typed[int32](b))
+			return
+		case Int64:
+			ordered(o, typed[int64](out), typed[int64](a), typed[int64](b))
+			return
+		case Float32:
+			ordered(o, typed[float32](out), typed[float32](a), typed[float32](b))
+			return
+		case Float64:
+			if o == OpSum { // gonum's vector kernel
+				floats.AddTo(typed[float64](out), typed[float64](a), typed[float64](b))
+				return
+			}
+			ordered(o, typed[float64](out), typed[float64](a), typed[float64](b))
+			return
+		case Complex64:
+			if o == OpSum { // component-wise
+				ordered(o, typed[float32](out), typed[float32](a), typed[float32](b))
+				return
+			}
+		case Complex128:
+			if o == OpSum {
+				floats.AddTo(typed[float64](out), typed[float64](a), typed[float64](b))
+				return
+			}
+		}
+	}
+	copy(out, a)
+	combine(o, t, out, b)
+}
+
+func aligned(al uintptr, bufs ...[]byte) bool {
+	for _, b := range bufs {
+		if uintptr(unsafe.Pointer(&b[0]))%al != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// typed views b (aligned for T, little-endian like the machine) as a slice of T.
+func typed[T int32 | int64 | float32 | float64](b []byte) []T {
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/int(unsafe.Sizeof(z)))
+}
+
+// ordered is out[i] = a[i] op b[i] for SUM, PROD, MAX, MIN.
+func ordered[T int32 | int64 | float32 | float64](o Op, out, a, b []T) {
+	out, b = out[:len(a)], b[:len(a)]
+	switch o {
+	case OpSum:
+		for i := range a {
+			out[i] = a[i] + b[i]
+		}
+	case OpProd:
+		for i := range a {
+			out[i] = a[i] * b[i]
+		}
+	case OpMax:
+		for i := range a {
+			out[i] = max(a[i], b[i])
+		}
+	case OpMin:
+		for i := range a {
+			out[i] = min(a[i], b[i])
 		}
 	}
 }

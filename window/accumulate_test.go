@@ -2,7 +2,6 @@ package window
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"testing"
 
@@ -103,15 +102,15 @@ var allTypes = []Type{Int32, Int64, Float32, Float64, Complex64, Complex128}
 // every type, under lock_all; the result is exact (small integers) for SUM, PROD, MAX, MIN and
 // one of the origins, element by element, for REPLACE. Both AccOps modes.
 func TestAccumulateOpsAndTypes(t *testing.T) {
-	for _, mode := range []AccOps{AccSameOpNoOp, AccAnyOp} {
-		t.Run(fmt.Sprintf("mode%d", mode), func(t *testing.T) {
+	for _, d := range domains {
+		t.Run(d.name, func(t *testing.T) {
 			each(t, []int{2, 3, 4}, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 				n, me := rt.Size(), rt.Rank()
-				w, err := Allocate(ctx, rt, 16*accElems+16, 1, AccumulateOps(mode))
+				w, err := Allocate(ctx, rt, 16*accElems+16, 1, d.opts...)
 				require.NoError(t, err)
 				for _, typ := range allTypes {
 					for _, o := range []Op{OpSum, OpProd, OpMax, OpMin, OpReplace} {
-						if checkOp(o, typ) != nil {
+						if checkOp(o, typ) != nil || w.opt.native && typ == Complex128 && o != OpSum {
 							require.ErrorIs(t, w.Fence(ctx, ModeNoPrecede|ModeNoSucceed), nil)
 							require.NoError(t, w.LockAll(ctx, 0))
 							require.ErrorIs(t, w.Accumulate(ctx, encode(typ, make([]complex128, 1)), typ, 0, 0, o), ErrOp)
@@ -162,12 +161,12 @@ func TestAccumulateOpsAndTypes(t *testing.T) {
 // under the accumulate lock); GetAccumulate on an array gives back the values before each rank's
 // addition; CompareAndSwap has exactly one winner.
 func TestFetchingOps(t *testing.T) {
-	for _, mode := range []AccOps{AccSameOpNoOp, AccAnyOp} {
-		t.Run(fmt.Sprintf("mode%d", mode), func(t *testing.T) {
+	for _, d := range domains {
+		t.Run(d.name, func(t *testing.T) {
 			each(t, []int{2, 3, 4}, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 				const iters = 6
 				n, me := rt.Size(), rt.Rank()
-				w, err := Allocate(ctx, rt, 256, 8, AccumulateOps(mode))
+				w, err := Allocate(ctx, rt, 256, 8, d.opts...)
 				require.NoError(t, err)
 				for _, typ := range []Type{Int32, Int64, Float32, Float64} {
 					require.NoError(t, rt.Barrier(ctx))

@@ -13,7 +13,7 @@ import (
 
 // benchRanks runs body on n ranks (goroutines, one rma.Runtime each) for a benchmark; rank 0
 // owns the timer.
-func benchRanks(b *testing.B, n int, tr rma.Transport, body func(ctx context.Context, rt *rma.Runtime, w *Window) error) {
+func benchRanks(b *testing.B, n int, tr rma.Transport, body func(ctx context.Context, rt *rma.Runtime, w *Window) error, opts ...Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := rmatest.NewGroup(n)
@@ -31,7 +31,7 @@ func benchRanks(b *testing.B, n int, tr rma.Transport, body func(ctx context.Con
 				return
 			}
 			defer rt.Finalize(ctx)
-			w, err := Allocate(ctx, rt, 4096, 8)
+			w, err := Allocate(ctx, rt, 4096, 8, opts...)
 			if err == nil {
 				err = body(ctx, rt, w)
 			}
@@ -78,6 +78,44 @@ func BenchmarkLockPutUnlock(b *testing.B) {
 				return rt.Barrier(ctx)
 			})
 		})
+	}
+}
+
+// BenchmarkFetchAndOp: one FetchAndOp(SUM) of an int64 on rank 1 then a Flush, inside one
+// shared lock epoch (OSU fop_latency with flush), in each atomicity domain: the accumulate lock
+// (default) and SingleIntrinsic's native atomics.
+func BenchmarkFetchAndOp(b *testing.B) {
+	for _, d := range []struct {
+		name string
+		opts []Option
+	}{{"lock", nil}, {"native", []Option{SingleIntrinsic(true)}}} {
+		for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+			b.Run(d.name+"/"+string(tr), func(b *testing.B) {
+				benchRanks(b, 2, tr, func(ctx context.Context, rt *rma.Runtime, w *Window) error {
+					if rt.Rank() == 0 {
+						one, res := make([]byte, 8), make([]byte, 8)
+						one[0] = 1
+						if err := w.Lock(ctx, LockShared, 1, 0); err != nil {
+							return err
+						}
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							if err := w.FetchAndOp(ctx, one, res, Int64, 1, 0, OpSum); err != nil {
+								return err
+							}
+							if err := w.Flush(ctx, 1); err != nil {
+								return err
+							}
+						}
+						b.StopTimer()
+						if err := w.Unlock(ctx, 1); err != nil {
+							return err
+						}
+					}
+					return rt.Barrier(ctx)
+				}, d.opts...)
+			})
+		}
 	}
 }
 

@@ -34,12 +34,12 @@
 // queues, §5.2.2), so both directions carry data at once. Origin buffers must not change, and
 // Get/fetch results must not be read, until the epoch closes or a Flush covers them (MPI rules).
 //
-// Accumulate atomicity: see AccOps. SUM goes lock-free on the target's atomics under
-// AccSameOpNoOp (MPI's default accumulate_ops); the other ops are get–combine–put under a
-// per-target accumulate lock (a lock word taken with remote compare-and-swap), as MPI
-// implementations do for operations the network cannot apply; under AccAnyOp every
-// accumulate-class operation takes that lock. Accumulates from one origin to one target apply in
-// program order.
+// Accumulate atomicity: see AccOps. Every accumulate-class operation runs under a per-target
+// accumulate lock (a lock word taken with remote compare-and-swap), as Open MPI's osc/sm does:
+// Accumulate(SUM) is an rma Acc under it, CompareAndSwap the target's compare-and-swap, the rest
+// (GetAccumulate and FetchAndOp included) one get–combine–put of the operation's whole range.
+// SingleIntrinsic windows use the target's native atomics per element for all of them instead.
+// Accumulates from one origin to one target apply in program order.
 //
 // A Window is driven by one goroutine at a time.
 package window

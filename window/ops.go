@@ -57,13 +57,13 @@ func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error
 }
 
 // Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
-// origin (a whole number of them), atomic per element with respect to the other accumulate-class
-// operations to the same location as the window's AccOps mode states; from this rank to one
-// target they apply in program order. Ops: SUM, PROD, MAX, MIN (not complex), REPLACE. SUM goes
-// lock-free (rma Acc) under AccSameOpNoOp; the others take the target's accumulate lock, a lock
-// word in its window taken with remote atomics, as MPI implementations do for operations the
-// network cannot apply natively. Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching
-// calls only).
+// origin (a whole number of them), atomic per element with respect to every other
+// accumulate-class operation to the same location (all of them in the window's one atomicity
+// domain, see AccOps); from this rank to one target they apply in program order. Ops: SUM, PROD,
+// MAX, MIN (not complex), REPLACE. By default SUM is an rma Acc under the target's accumulate
+// lock, the others get–combine–put under it; on a SingleIntrinsic window each element is a native
+// atomic. Errors as Put's, plus ErrType, ErrOp (NO_OP is for the fetching calls only; on a
+// SingleIntrinsic window Complex128 allows SUM only).
 func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target, disp int, o Op) error {
 	if o == OpNoOp {
 		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
@@ -72,10 +72,12 @@ func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target
 }
 
 // GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
-// before origin was combined into them with o, atomically per element as Accumulate. With NO_OP,
-// origin is ignored (may be nil) and this is an atomic read of len(result) bytes. result holds the
-// values once the epoch closes or at Flush. Errors as Accumulate's; ErrType when origin and result
-// differ in length (except for NO_OP).
+// before origin was combined into them with o, atomically per element as Accumulate: under the
+// target's accumulate lock, one Get of the whole range into result, the combination in a local
+// buffer, one Put back (see AccOps; a SingleIntrinsic window fetches and combines element by
+// element with native atomics instead). With NO_OP, origin is ignored (may be nil) and this is an
+// atomic read of len(result) bytes. result holds the values once the epoch closes or at Flush.
+// Errors as Accumulate's; ErrType when origin and result differ in length (except for NO_OP).
 func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ Type, target, disp int, o Op) error {
 	if o != OpNoOp && len(origin) != len(result) {
 		return fmt.Errorf("%w: GetAccumulate origin %d bytes, result %d bytes", ErrType, len(origin), len(result))
@@ -94,9 +96,10 @@ func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type
 
 // CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
 // target element equals compare it becomes origin; result receives the old value either way
-// (once the epoch closes or at Flush). It is the target's native compare-and-swap, atomic with
-// respect to the other lock-free operations; under AccAnyOp it also takes the accumulate lock.
-// Errors as Accumulate's; ErrOp for a non-integer type.
+// (once the epoch closes or at Flush). It is the target's native compare-and-swap, issued under
+// the target's accumulate lock like every accumulate-class operation (no lock on a
+// SingleIntrinsic window; see AccOps). Errors as
+// Accumulate's; ErrOp for a non-integer type.
 func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []byte, typ Type, target, disp int) error {
 	if typ.Size() != 0 && !isInteger(typ) {
 		return fmt.Errorf("%w: CompareAndSwap on %v", ErrOp, typ)
@@ -119,6 +122,9 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 	if o.kind >= kAcc {
 		if err := checkOp(o.aop, o.typ); err != nil {
 			return err
+		}
+		if w.opt.native && o.typ == Complex128 && (o.kind != kAcc || o.aop != OpSum) {
+			return fmt.Errorf("%w: %v %v on a SingleIntrinsic window (two-word elements: Accumulate(SUM) only)", ErrOp, o.aop, o.typ)
 		}
 		if n%o.typ.Size() != 0 {
 			return fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, n, o.typ)
@@ -191,15 +197,15 @@ func (w *Window) complete(ctx context.Context, t int) error {
 
 // issue starts the queued operations to t (t < 0: all). Puts and gets go first, in the order of
 // the reordering policy (issueOrder); then the accumulate-class operations of each target in
-// program order, under one accumulate-lock acquisition per target when any needs the lock.
+// program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
 	sel, keep := w.sel[:0], w.q[:0]
-	for _, o := range w.q {
-		if t < 0 || o.target == t {
-			sel = append(sel, o)
+	for i := range w.q {
+		if t < 0 || w.q[i].target == t {
+			sel = append(sel, w.q[i])
 		} else {
-			keep = append(keep, o)
+			keep = append(keep, w.q[i])
 		}
 	}
 	clear(w.q[len(keep):])
@@ -214,8 +220,8 @@ func (w *Window) issue(ctx context.Context, t int) error {
 	// data operations, reordered
 	w.dirs, w.sizesQ, w.order = w.dirs[:0], w.sizesQ[:0], w.order[:0]
 	var idx []int = w.order // reuse: indexes of data ops in sel, then the issue order after them
-	for i, o := range sel {
-		switch o.kind {
+	for i := range sel {
+		switch o := &sel[i]; o.kind {
 		case kPut:
 			w.dirs = append(w.dirs, dirPut)
 			w.sizesQ = append(w.sizesQ, len(o.src))
@@ -266,45 +272,44 @@ func (w *Window) issue(ctx context.Context, t int) error {
 	return err
 }
 
-// native reports whether o has a lock-free implementation on the target's atomics.
-func native(o *op) bool {
-	switch o.kind {
-	case kAcc:
-		return o.aop == OpSum
-	case kGetAcc:
-		return o.aop == OpSum || o.aop == OpNoOp
-	case kCAS:
-		return true
-	}
-	return false
-}
-
-// accBatch runs the accumulate-class operations to tg in sel[from:], in program order. Under
-// AccAnyOp, or when one of them has no native implementation, the target's accumulate lock is
-// held around all of them; native SUM accumulates are still issued as rma Acc under it, the
-// rest are get–combine–put while the lock is held.
+// accBatch runs the accumulate-class operations to tg in sel[from:], in program order, all of
+// them under one acquisition of tg's accumulate lock (the window's single atomicity domain, see
+// AccOps): Accumulate(SUM) is an rma Acc issued under the lock, CompareAndSwap the target's
+// compare-and-swap, everything else one get–combine–put of the operation's whole range. The
+// lock goes once every operation is complete at the target.
+//
+// Inside an exclusive passive-target epoch to tg (Lock(LockExclusive), with or without
+// ModeNoCheck) the accumulate lock is not taken: no other rank can access tg's window then (its
+// lock word excludes every other Lock and LockAll, and MPI makes it erroneous to expose a locked
+// window in a fence or PSCW epoch), as Open MPI's osc/rdma also skips it for exclusively locked
+// peers.
 func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err error) {
-	locked := w.opt.accOps == AccAnyOp
-	for j := from; j < len(sel) && !locked; j++ {
-		if sel[j].kind >= kAcc && sel[j].kind != kDone && sel[j].target == tg && !native(&sel[j]) {
-			locked = true
-		}
+	if w.opt.native {
+		return w.nativeBatch(ctx, sel, from, tg)
 	}
+	locked := w.ep.Locked(tg) != LockExclusive
 	if locked {
 		if err := w.accLock(ctx, tg); err != nil {
 			return err
 		}
-		defer func() {
-			// completed at the target before the lock goes
-			if e := w.rt.Fence(context.WithoutCancel(ctx), tg); e != nil && err == nil {
+	}
+	inflight := false // rma Accs issued under the lock but not yet complete at the target
+	defer func() {
+		uctx := context.WithoutCancel(ctx)
+		// completed at the target before the lock goes (and, without the lock, before a later
+		// batch's get–combine–put to the same words: program order)
+		if inflight {
+			if e := w.rt.Fence(uctx, tg); e != nil && err == nil {
 				err = e
 			}
-			if e := w.swap(context.WithoutCancel(ctx), tg, offAccLock, 0); e != nil && err == nil {
-				err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)
-			}
-		}()
-	}
-	inflight := false // rma Accs issued but not yet complete
+		}
+		if !locked {
+			return
+		}
+		if e := w.swap(uctx, tg, offAccLock, 0); e != nil && err == nil {
+			err = fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e)
+		}
+	}()
 	for j := from; j < len(sel); j++ {
 		o := &sel[j]
 		if o.kind < kAcc || o.kind == kDone || o.target != tg {
@@ -316,7 +321,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 				return fmt.Errorf("window: accumulate to rank %d: %w", tg, e)
 			}
 			w.touched[tg] = true
-			if h != nil {
+			if h != nil { // nil: complete at issue (self, or a same-node direct view)
 				w.pend = append(w.pend, pending{tg, h})
 				inflight = true
 			}
@@ -329,12 +334,9 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 			inflight = false
 		}
 		var e error
-		switch {
-		case o.kind == kCAS:
+		if o.kind == kCAS {
 			e = w.cas(ctx, o)
-		case !locked:
-			e = w.fetchNative(ctx, o)
-		default:
+		} else {
 			e = w.getCombinePut(ctx, o)
 		}
 		if e != nil {
@@ -361,35 +363,93 @@ func (w *Window) accLock(ctx context.Context, tg int) error {
 	}
 }
 
-// getCombinePut applies a non-native accumulate (or any fetching one under the lock): read the
-// target elements, combine, write them back; for GetAccumulate the read lands in the result.
+// getCombinePut applies an accumulate-class operation other than Accumulate(SUM) and
+// CompareAndSwap under the target's accumulate lock, as one read-modify-write of its whole range:
+// one Get of the range (for GetAccumulate/FetchAndOp straight into the result), the combination
+// in a local buffer, one Put back. REPLACE skips the combination and NO_OP the Put; a real or
+// integer SUM to a same-node rank is one rma Acc in place instead of the combination and the Put.
 func (w *Window) getCombinePut(ctx context.Context, o *op) error {
-	n := len(o.dst)
 	if o.kind == kAcc {
-		n = len(o.src)
+		if o.aop == OpReplace {
+			return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+		}
+		buf := w.scratchN(len(o.src))
+		if err := w.rt.Get(ctx, w.data, o.target, o.off, buf); err != nil {
+			return err
+		}
+		combine(o.aop, o.typ, buf, o.src)
+		return w.rt.Put(ctx, buf, w.data, o.target, o.off)
 	}
+	if isInteger(o.typ) && len(o.dst) == o.typ.Size() && o.aop != OpProd && o.aop != OpMax && o.aop != OpMin &&
+		w.rt.TransportTo(o.target) == "tcp" {
+		return w.fetchWord(ctx, o)
+	}
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, o.dst); err != nil {
+		return err
+	}
+	switch o.aop {
+	case OpNoOp:
+		return nil
+	case OpReplace:
+		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	case OpSum:
+		if !isComplex(o.typ) && w.rt.TransportTo(o.target) == "shm" {
+			// in place: an rma Acc to a same-node rank adds through the mapping at memory speed
+			// (one pass over the target instead of combining into a buffer and copying it back).
+			// Not complex: the Acc multiplies by its scale 1+0i, which turns an infinite
+			// component's partner into NaN.
+			return w.rt.Acc(ctx, o.typ, 1, o.src, w.data, o.target, o.off)
+		}
+	}
+	buf := w.scratchN(len(o.dst))
+	combineInto(o.aop, o.typ, buf, o.dst, o.src)
+	return w.rt.Put(ctx, buf, w.data, o.target, o.off)
+}
+
+// fetchWord is a one-element integer GetAccumulate (FetchAndOp) with SUM, REPLACE or NO_OP to a
+// target over the network, still under the accumulate lock: the target's fetch-and-add or swap
+// does the read and the write in one round trip instead of a Get and a Put. (On shared memory the
+// Get and Put through the mapped view cost less than one atomic through the provider.)
+func (w *Window) fetchWord(ctx context.Context, o *op) error {
+	le := binary.LittleEndian
+	w32 := o.typ == Int32
+	var v int64
+	switch {
+	case o.aop == OpNoOp:
+	case w32:
+		v = int64(int32(le.Uint32(o.src)))
+	default:
+		v = int64(le.Uint64(o.src))
+	}
+	var rop rma.RmwOp
+	switch {
+	case o.aop == OpReplace && w32:
+		rop = rma.Swap
+	case o.aop == OpReplace:
+		rop = rma.SwapLong
+	case w32:
+		rop = rma.FetchAndAdd
+	default:
+		rop = rma.FetchAndAddLong
+	}
+	old, err := w.rt.Rmw(ctx, rop, w.data, o.target, o.off, v)
+	if err != nil {
+		return err
+	}
+	if w32 {
+		le.PutUint32(o.dst, uint32(old))
+	} else {
+		le.PutUint64(o.dst, uint64(old))
+	}
+	return nil
+}
+
+// scratchN is the window's scratch buffer with n bytes.
+func (w *Window) scratchN(n int) []byte {
 	if cap(w.scratch) < n {
 		w.scratch = make([]byte, n)
 	}
-	buf := w.scratch[:n]
-	if o.kind == kAcc && o.aop == OpReplace {
-		return w.rt.Put(ctx, o.src, w.data, o.target, o.off)
-	}
-	old := buf
-	if o.kind == kGetAcc {
-		old = o.dst
-	}
-	if err := w.rt.Get(ctx, w.data, o.target, o.off, old); err != nil {
-		return err
-	}
-	if o.aop == OpNoOp {
-		return nil
-	}
-	if o.kind == kGetAcc {
-		copy(buf, old)
-	}
-	combine(o.aop, o.typ, buf, o.src)
-	return w.rt.Put(ctx, buf, w.data, o.target, o.off)
+	return w.scratch[:n]
 }
 
 // cas is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
@@ -411,80 +471,117 @@ func (w *Window) cas(ctx context.Context, o *op) error {
 	return nil
 }
 
-// fetchNative is the lock-free GetAccumulate/FetchAndOp: SUM on integers is a fetch-and-add per
-// element; SUM on floating and complex types a compare-and-swap loop per component (4 or 8
-// bytes: complex types add component-wise, as internal/accum does); NO_OP a fetch-and-add of 0
-// per word. One remote atomic (or a few) per element: meant for FetchAndOp and short arrays.
-func (w *Window) fetchNative(ctx context.Context, o *op) error {
-	le := binary.LittleEndian
-	word := 8
-	if o.typ == Int32 || o.typ == Float32 || o.typ == Complex64 {
-		word = 4
-	}
-	for i := 0; i < len(o.dst); i += word {
-		off := o.off + i
-		if o.aop == OpNoOp || isInteger(o.typ) {
-			var add int64
-			if o.aop == OpSum {
-				if word == 4 {
-					add = int64(int32(le.Uint32(o.src[i:])))
-				} else {
-					add = int64(le.Uint64(o.src[i:]))
-				}
-			}
-			if word == 4 {
-				old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, add)
-				if err != nil {
-					return err
-				}
-				le.PutUint32(o.dst[i:], uint32(old))
-			} else {
-				old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, add)
-				if err != nil {
-					return err
-				}
-				le.PutUint64(o.dst[i:], uint64(old))
-			}
+// nativeBatch runs the accumulate-class operations to tg in sel[from:] of a SingleIntrinsic
+// window, in program order, element by element on the target's atomics (each waited for).
+func (w *Window) nativeBatch(ctx context.Context, sel []op, from, tg int) error {
+	for j := from; j < len(sel); j++ {
+		o := &sel[j]
+		if o.kind < kAcc || o.kind == kDone || o.target != tg {
 			continue
 		}
-		// floating SUM: compare-and-swap loop on the component
-		if word == 4 {
-			old, err := w.rt.Rmw(ctx, rma.FetchAndAdd, w.data, o.target, off, 0)
-			if err != nil {
-				return err
-			}
-			add := math.Float32frombits(le.Uint32(o.src[i:]))
-			for {
-				nv := math.Float32bits(math.Float32frombits(uint32(old)) + add)
-				got, err := w.rt.CompareSwap32(ctx, w.data, o.target, off, int32(old), int32(nv))
-				if err != nil {
-					return err
-				}
-				if uint32(got) == uint32(old) {
-					break
-				}
-				old = int64(got)
-			}
-			le.PutUint32(o.dst[i:], uint32(old))
+		var err error
+		if o.kind == kCAS {
+			err = w.cas(ctx, o)
 		} else {
-			old, err := w.rt.Rmw(ctx, rma.FetchAndAddLong, w.data, o.target, off, 0)
-			if err != nil {
-				return err
-			}
-			add := math.Float64frombits(le.Uint64(o.src[i:]))
-			for {
-				nv := math.Float64bits(math.Float64frombits(uint64(old)) + add)
-				got, err := w.rt.CompareSwap(ctx, w.data, o.target, off, old, int64(nv))
-				if err != nil {
-					return err
-				}
-				if got == old {
-					break
-				}
-				old = got
-			}
-			le.PutUint64(o.dst[i:], uint64(old))
+			err = w.nativeApply(ctx, o)
+		}
+		if err != nil {
+			return fmt.Errorf("window: %v to rank %d: %w", o.aop, tg, err)
 		}
 	}
 	return nil
+}
+
+// nativeApply applies an Accumulate or GetAccumulate word by word: 4-byte words for Int32 and
+// Float32, 8-byte ones otherwise (a Complex64 element is one word; a Complex128 one, SUM only,
+// two Float64 components).
+func (w *Window) nativeApply(ctx context.Context, o *op) error {
+	n, wt := len(o.dst), o.typ
+	if o.kind == kAcc {
+		n = len(o.src)
+	}
+	word := 8
+	switch o.typ {
+	case Int32, Float32:
+		word = 4
+	case Complex128:
+		wt = Float64
+	}
+	var in []byte
+	for i := 0; i < n; i += word {
+		if o.aop != OpNoOp {
+			in = o.src[i : i+word]
+		}
+		old, err := w.nativeWord(ctx, o.aop, wt, o.target, o.off+i, word, in)
+		if err != nil {
+			return err
+		}
+		if o.kind == kGetAcc {
+			if word == 4 {
+				binary.LittleEndian.PutUint32(o.dst[i:], uint32(old))
+			} else {
+				binary.LittleEndian.PutUint64(o.dst[i:], old)
+			}
+		}
+	}
+	return nil
+}
+
+// nativeWord applies op to the word of word bytes at off of tg's window with the target's
+// atomics and returns its old value: fetch-and-add for integer SUM and NO_OP, swap for REPLACE,
+// else a compare-and-swap loop whose first guess is 0 (no separate read when the word is 0; the
+// swap returns the value to retry from otherwise).
+func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int, in []byte) (uint64, error) {
+	le := binary.LittleEndian
+	var v int64 // the operand as the rma atomics take it
+	switch {
+	case o == OpNoOp:
+	case word == 4:
+		v = int64(int32(le.Uint32(in)))
+	default:
+		v = int64(le.Uint64(in))
+	}
+	mask := ^uint64(0)
+	if word == 4 {
+		mask = 1<<32 - 1
+	}
+	if o == OpNoOp || o == OpReplace || (o == OpSum && isInteger(t)) {
+		rop := rma.FetchAndAddLong
+		switch {
+		case o == OpReplace && word == 4:
+			rop = rma.Swap
+		case o == OpReplace:
+			rop = rma.SwapLong
+		case word == 4:
+			rop = rma.FetchAndAdd
+		}
+		old, err := w.rt.Rmw(ctx, rop, w.data, tg, off, v)
+		return uint64(old) & mask, err
+	}
+	var cur, next [8]byte
+	var guess uint64
+	for {
+		le.PutUint64(cur[:], guess)
+		copy(next[:], cur[:])
+		combine(o, t, next[:word], in)
+		nv := le.Uint64(next[:])
+		var got uint64
+		if word == 4 {
+			g, err := w.rt.CompareSwap32(ctx, w.data, tg, off, int32(uint32(guess)), int32(uint32(nv)))
+			if err != nil {
+				return 0, err
+			}
+			got = uint64(uint32(g))
+		} else {
+			g, err := w.rt.CompareSwap(ctx, w.data, tg, off, int64(guess), int64(nv))
+			if err != nil {
+				return 0, err
+			}
+			got = uint64(g)
+		}
+		if got == guess {
+			return guess, nil
+		}
+		guess = got
+	}
 }

@@ -293,16 +293,22 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.probe(func(e *Epochs) error { return e.Lock(t, l, a) }); err != nil {
+	// Epochs.Lock validates completely before it changes anything, and changes only scalars and
+	// locks[t] (0 before): undone from a shallow copy if the lock word cannot be taken. (probe
+	// would copy every per-rank slice, O(ranks) per Lock.)
+	saved := *w.ep
+	if err := w.ep.Lock(t, l, a); err != nil {
 		return err
 	}
 	if a&ModeNoCheck == 0 {
 		if err := w.acquire(ctx, l, t); err != nil {
+			*w.ep = saved
+			w.ep.locks[t] = 0
 			return err
 		}
 	}
 	w.lockNoCheck[t] = a&ModeNoCheck != 0
-	return w.ep.Lock(t, l, a)
+	return nil
 }
 
 func (w *Window) acquire(ctx context.Context, l LockType, t int) error {
@@ -352,19 +358,23 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.probe(func(e *Epochs) error { return e.Unlock(t) }); err != nil {
+	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone from
+	// a shallow copy when completion or the release fails (the epoch stays open).
+	l, saved := w.ep.Locked(t), *w.ep
+	if err := w.ep.Unlock(t); err != nil {
 		return err
 	}
-	if err := w.complete(ctx, t); err != nil {
-		return err
+	err := w.complete(ctx, t)
+	if err == nil && !w.lockNoCheck[t] {
+		err = w.release(ctx, l, t)
 	}
-	if !w.lockNoCheck[t] {
-		if err := w.release(ctx, w.ep.Locked(t), t); err != nil {
-			return err
-		}
+	if err != nil {
+		*w.ep = saved
+		w.ep.locks[t] = l
+		return err
 	}
 	w.lockNoCheck[t] = false
-	return w.ep.Unlock(t)
+	return nil
 }
 
 // LockAll is MPI_Win_lock_all: a shared lock on every rank's window, taken rank by rank as Lock

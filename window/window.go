@@ -9,24 +9,46 @@ import (
 )
 
 // AccOps says which accumulate operations may meet at one target location at the same time (the
-// MPI info key accumulate_ops), and so which ones may go lock-free.
+// MPI info key accumulate_ops).
+//
+// Atomicity domain. A window has one, whatever the mode. By default every accumulate-class
+// operation (Accumulate, GetAccumulate, FetchAndOp, CompareAndSwap; every op and type) runs under
+// the target's accumulate lock, a word in the target's synchronization segment taken with a
+// remote compare-and-swap and released with a remote swap, as Open MPI's osc/sm and osc/rdma do.
+// Under it an Accumulate(SUM) is one rma Acc, a CompareAndSwap the target's compare-and-swap, and
+// every other operation one read-modify-write of its whole range: one Get (into the result for
+// the fetching calls), then the combination in a local buffer and one Put (or, for SUM to a
+// same-node rank, one rma Acc in place). The operations of one flush to one target share one
+// acquisition; inside an exclusive Lock epoch to the target none is taken (no other rank may
+// access the window then). So all accumulate-class operations to the same memory are atomic with
+// respect to each other (MPI-3 §11.7.1), whatever their ops, types, lengths and transports, and a
+// GetAccumulate of an array costs one lock round trip and bulk copies instead of remote atomics
+// per element. A window made with SingleIntrinsic has the other domain instead: the target's
+// native atomics, element by element, for every accumulate-class operation, and no lock.
+//
+// Why one domain per window: the two per-element mechanisms below the window do not exclude each
+// other — the target's CPU atomics (rma Rmw and CompareSwap, the lock-free FetchAndOp path this
+// package had) and rma Acc, which on shared memory adds with plain loads and stores under the
+// memory region's own lock — and neither excludes a get–combine–put of a range. A fetching
+// accumulate of an array can only be made atomic, at bulk speed, under a lock that every other
+// accumulate to the same words takes too; keeping lock-free single-element atomics beside it
+// would lose updates whenever the two meet. The price of the default is on single elements: a
+// FetchAndOp, CompareAndSwap or short Accumulate alone in its flush is a lock, the operation and
+// an unlock (three remote operations where it was one), unless it shares the flush with others or
+// runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow.
+// rma-level accumulates that bypass the window (rt.Acc on a Create'd window's segment) are
+// outside either domain, as MPI leaves accesses outside the window interface undefined.
 type AccOps uint8
 
 const (
 	// AccSameOpNoOp (MPI's default accumulate_ops=same_op_no_op): concurrent accumulate-class
-	// operations to one location use the same op, or MPI_NO_OP. SUM (Accumulate, GetAccumulate,
-	// FetchAndOp), NO_OP fetches and CompareAndSwap are then lock-free, on the target's native
-	// atomics: Accumulate(SUM) is one rma Acc (atomic per element in the target's memory);
-	// fetching SUM on integers is a fetch-and-add per element; fetching SUM on floating and
-	// complex types is a compare-and-swap loop per 4- or 8-byte component; NO_OP is a
-	// fetch-and-add of 0 per word. PROD, MAX, MIN and REPLACE take the target's accumulate lock.
-	// Caveat: a NO_OP fetch may overlap a locked REPLACE/PROD/MAX/MIN write-back, which is not
-	// atomic per element with respect to it; use AccAnyOp when NO_OP meets those.
+	// operations to one location use the same op, or MPI_NO_OP. Accepted for the info key's sake;
+	// the window does not use the promise (see AccOps): every operation takes the accumulate
+	// lock.
 	AccSameOpNoOp AccOps = iota
-	// AccAnyOp (accumulate_ops unset in MPI terms: any ops may meet): every accumulate-class
-	// operation, SUM included, runs under the target's accumulate lock, so all of them are atomic
-	// per element with respect to each other whatever their ops. Within one flush the operations
-	// to one target share one lock acquisition.
+	// AccAnyOp (accumulate_ops unset in MPI terms: any ops may meet). The same single domain:
+	// all accumulate-class operations are atomic per element with respect to each other whatever
+	// their ops.
 	AccAnyOp
 )
 
@@ -36,6 +58,7 @@ type Option func(*options)
 type options struct {
 	reorder bool
 	accOps  AccOps
+	native  bool
 	depth   int
 }
 
@@ -48,6 +71,20 @@ func Reorder(on bool) Option { return func(o *options) { o.reorder = on } }
 
 // AccumulateOps sets the accumulate_ops mode (default AccSameOpNoOp).
 func AccumulateOps(m AccOps) Option { return func(o *options) { o.accOps = m } }
+
+// SingleIntrinsic selects the window's other atomicity domain (default off; Open MPI's info key
+// acc_single_intrinsic): every accumulate-class operation is applied element by element with the
+// target's native atomics and no accumulate lock — integer SUM and NO_OP a fetch-and-add,
+// REPLACE a swap, the other ops a compare-and-swap loop on the element's 4- or 8-byte word
+// (Complex64 is one 8-byte word), CompareAndSwap the native one, Accumulate(SUM) included. All
+// accumulate-class operations of the window are then atomic per element with respect to each
+// other, and a one-element FetchAndOp, CompareAndSwap or Accumulate is one remote atomic (a
+// round trip on the network) instead of a lock, the operation and an unlock. Arrays cost one or
+// more remote atomics per element (a GetAccumulate of 1 MiB is hundreds of times slower than
+// under the lock): meant for windows of counters, flags and queues. Complex128, whose elements
+// are two words, allows only Accumulate(SUM) (component-wise, exact since additions commute);
+// its other operations are ErrOp. Every rank must pass the same setting.
+func SingleIntrinsic(on bool) Option { return func(o *options) { o.native = on } }
 
 // QueueDepth sets how many operations an epoch queues before it issues them without waiting for
 // the epoch to close (default 64; at least 1).
