@@ -90,7 +90,7 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 // while the wait is long: pollUntilProbe).
 func (r *Runtime) await(ctx context.Context, slot int, id uint64, from int) error {
 	w := r.sys.local[8*slot : 8*slot+8]
-	return pollUntilProbe(ctx, func() bool {
+	return r.pollUntilProbe(ctx, func() bool {
 		v, _ := accum.Load64(w)
 		return v >= id
 	}, r.liveness(ctx, from))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/multirail"
@@ -89,6 +90,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 			r.machineRanks++
 		}
 	}
+	r.spin = spinBudget(r.machineRanks, runtime.NumCPU())
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {
 		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}

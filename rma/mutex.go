@@ -72,7 +72,7 @@ func (r *Runtime) Lock(ctx context.Context, m, proc int) error {
 		return fmt.Errorf("rma: lock %d@%d: %w", m, proc, err)
 	}
 	var perr error
-	werr := pollUntil(ctx, func() bool {
+	werr := r.pollUntil(ctx, func() bool {
 		serving, err := r.fetchAdd64(ctx, r.mutexes, pe, off+8, 0)
 		if err != nil {
 			perr = err

@@ -103,6 +103,7 @@ type Runtime struct {
 	peers []*peer
 
 	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
+	spin         int // polls a wait spins before it yields (spinBudget)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool

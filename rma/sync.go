@@ -21,7 +21,7 @@ func (r *Runtime) Fence(ctx context.Context, proc int) error {
 		return nil // nothing in flight (blocking operations on shm complete inside the call)
 	}
 	n := r.nets[pe.net].net
-	return pollUntil(ctx, func() bool {
+	return r.pollUntil(ctx, func() bool {
 		if pe.outstanding.Load() == 0 {
 			return true
 		}
@@ -79,25 +79,36 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	return nil
 }
 
-// pollUntil waits for cond: it yields the processor to other processes (sched_yield) between
-// polls, letting this process's other goroutines run (runtime.Gosched) every pollGoschedEvery
-// polls, and after a while backs off to short sleeps (DESIGN.md §8: waking a parked process costs
-// tens of µs, so park only after yielding for a while).
+// pollUntil waits for cond: it first spins on cond for r.spin polls (only where every rank of
+// this machine has a core to itself: spinRanks), then yields the processor to other processes
+// (sched_yield) between polls, letting this process's other goroutines run (runtime.Gosched)
+// every pollGoschedEvery polls, and after a while backs off to short sleeps (waking a parked
+// process costs tens of µs, so park only after yielding for a while).
+//
+// Spinning first: a rank waiting for a flag that another rank's core is about to write sees it
+// one cache-line transfer after the write, where a sched_yield costs a system call per poll. With
+// more ranks than cores a spinning rank would take the core of the rank it waits for, so the spin
+// budget is decided at Init from the ranks on this machine.
 //
 // sched_yield rather than runtime.Gosched on most polls: a Gosched hands the goroutine to the Go
 // scheduler, which wakes an idle thread (wakep) to look for work; on a node whose cores are all
-// busy that thread takes the core from the rank being waited for. Measured on this 2-core machine
-// under a load average of 5–7 (bench ga_sync, 2 ranks): a Gosched-first poll made GA_Sync cost a
-// steady 40–50 µs, yield-first polling 1–5 µs. The occasional Gosched keeps ranks that are
-// goroutines of one process (tests) and the tcp reader goroutines making progress.
-func pollUntil(ctx context.Context, cond func() bool) error { return pollUntilProbe(ctx, cond, nil) }
+// busy that thread takes the core from the rank being waited for. The occasional Gosched keeps
+// ranks that are goroutines of one process (tests) and the tcp reader goroutines making progress.
+func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
+	return r.pollUntilProbe(ctx, cond, nil)
+}
 
 // pollUntilProbe is pollUntil that, once it has backed off to sleeps, calls probe every
 // probeEvery and ends the wait with probe's error. Barriers probe the rank whose flag they wait
 // for: with nothing of its own in flight to that rank, a waiting rank would never learn that the
 // rank it waits for can no longer reach it (a network partition: the probe fails with
 // ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
-func pollUntilProbe(ctx context.Context, cond func() bool, probe func() error) error {
+func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe func() error) error {
+	for i := 0; i < r.spin; i++ {
+		if cond() {
+			return nil
+		}
+	}
 	for i := 0; i < pollYields; i++ {
 		if cond() {
 			return nil
@@ -147,8 +158,19 @@ func (r *Runtime) liveness(ctx context.Context, from int) func() error {
 	}
 }
 
-// pollUntil's budget: polls before sleeping, and one Gosched in every pollGoschedEvery polls.
+// pollUntil's budget: polls before sleeping, and one Gosched in every pollGoschedEvery polls;
+// pollSpins polls before the first yield where ranks have cores of their own (spinBudget).
 const (
 	pollYields       = 4096 + 64
 	pollGoschedEvery = 16
+	pollSpins        = 1 << 12
 )
+
+// spinBudget is the number of polls a wait spins before it yields: pollSpins when the ranks on
+// this machine have a core each (ranks ≤ cores), else 0. It is decided once, at Init.
+func spinBudget(machineRanks, cores int) int {
+	if machineRanks <= cores {
+		return pollSpins
+	}
+	return 0
+}
