@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
@@ -54,6 +55,7 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	class := fs.String("class", "S", "problem class: S, W, A or B")
 	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
+	cpuprofile := fs.String("cpuprofile", "", "write each rank's CPU profile of the timed kernel to `FILE`.rankN (FILE with -serial)")
 	prepare := k.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -72,7 +74,12 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 	}
 	if *serial {
 		p.Header(stdout, 1, p.SerialMode())
+		stopProfile, err := startProfile(*cpuprofile)
+		if err != nil {
+			return fail(err)
+		}
 		out, err := p.Serial(stdout)
+		stopProfile()
 		if err != nil {
 			return fail(err)
 		}
@@ -87,7 +94,17 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 		log = stdout
 		p.Header(stdout, rt.Size(), "Global Arrays")
 	}
+	name := *cpuprofile
+	if name != "" {
+		name = fmt.Sprintf("%s.rank%d", name, rt.Rank())
+	}
+	stopProfile, err := startProfile(name)
+	if err != nil {
+		_ = rt.Finalize(ctx)
+		return fail(err)
+	}
 	out, err := p.Parallel(ctx, rt, log)
+	stopProfile()
 	code := 0
 	if err == nil {
 		if rt.Rank() == 0 {
@@ -107,6 +124,26 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 		return 2
 	}
 	return code
+}
+
+// startProfile starts a CPU profile into the file name (nothing when name is empty) and returns
+// the function that stops it.
+func startProfile(name string) (stop func(), err error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func report(w io.Writer, out Outcome, ranks int) int {
