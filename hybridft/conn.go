@@ -343,19 +343,6 @@ func (c *Conn) Post(wr *ibv.SendWR) error {
 	return nil
 }
 
-// CanPostSync reports whether Post's synchronous form PostSync is available: a pass-through
-// connection (no fault tolerance: nothing to log) on a provider that executes requests inside
-// the post (shm).
-func (c *Conn) CanPostSync() bool { return c.ft == nil && c.qp.CanPostSync() }
-
-// PostSync executes wr at once and returns its completion status (ibv.QP.PostSendSync).
-func (c *Conn) PostSync(wr *ibv.SendWR) (ibv.WCStatus, error) {
-	if c.ft != nil {
-		return ibv.WCGeneralErr, fmt.Errorf("hybridft: PostSync on a fault-tolerant connection: %w", ibv.ErrUnsupported)
-	}
-	return c.qp.PostSendSync(wr)
-}
-
 // postEntry posts wr for log entry e on the current incarnation (c.mu held).
 func (c *Conn) postEntry(e *entry, wr *ibv.SendWR) error {
 	e.state, e.inc, e.hasSent = esPosted, c.inc, false

@@ -59,8 +59,6 @@ type Channel struct {
 	outstanding []atomic.Int64 // stripes posted and not completed, per subchannel
 	posted      []atomic.Int64 // stripes posted, per subchannel (statistics)
 
-	sync bool // one subchannel that executes requests inside the post (Do)
-
 	mu       sync.Mutex
 	pol      sched.Policy // nil for a single subchannel
 	feedback bool
@@ -103,33 +101,7 @@ func (n *Network) NewChannelConfig(cfg ChannelConfig, subs ...*hybridft.Conn) (*
 	if len(subs) > 1 {
 		c.pol, c.feedback = pol, pol.Feedback()
 	}
-	c.sync = len(subs) == 1 && subs[0].CanPostSync()
 	return c, nil
-}
-
-// Sync reports whether Do is available: the channel's single subchannel executes requests at
-// post time (shared memory), so a blocking operation needs no request, no completion queue and
-// no progress engine.
-func (c *Channel) Sync() bool { return c.sync }
-
-// Do executes one operation synchronously on a Sync channel: wr's opcode, local buffer
-// (LocalBuf), remote address and key as for the asynchronous calls; when it returns the
-// operation is complete at the target (and a read's data is in the local buffer). Errors wrap
-// ErrFailed with the completion status, or the post's error. It is ordered after every
-// operation posted earlier on the channel (the provider executes in program order).
-func (c *Channel) Do(wr ibv.SendWR) error {
-	w := wrPool.Get().(*ibv.SendWR) // a pointer handed to an interface escapes: pool it
-	*w = wr
-	st, err := c.subs[0].PostSync(w)
-	*w = ibv.SendWR{}
-	wrPool.Put(w)
-	if err != nil {
-		return fmt.Errorf("multirail: %v: %w", wr.Opcode, err)
-	}
-	if st != ibv.WCSuccess {
-		return fmt.Errorf("%w: %v", ErrFailed, st)
-	}
-	return nil
 }
 
 // Network is the channel's network.
@@ -419,21 +391,4 @@ func (c *Channel) Close() error {
 		}
 	}
 	return first
-}
-
-// MapRemote returns a load/store view of the target's region [raddr, raddr+length) under rkey
-// (ibv.QP.MapRemote), for a Sync channel whose provider maps its peers' memory (shm): the
-// caller then puts and gets with copy, as Do would but without a work request. Using the view
-// is in program order with the channel's operations while View.Usable holds (every request
-// posted earlier has been executed). Errors wrap ibv.ErrUnsupported on other channels, and
-// the access errors of ibv.DirectMapper.
-func (c *Channel) MapRemote(raddr uint64, length int, rkey uint32, need ibv.Access) (*ibv.RemoteView, error) {
-	if !c.sync || length < 0 || !c.subs[0].QP().CanMapRemote() {
-		return nil, fmt.Errorf("multirail: MapRemote: %w", ibv.ErrUnsupported)
-	}
-	v, err := c.subs[0].QP().MapRemote(rkey, raddr, uint64(length), need)
-	if err != nil {
-		return nil, fmt.Errorf("multirail: MapRemote: %w", err)
-	}
-	return v, nil
 }

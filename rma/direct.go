@@ -38,14 +38,17 @@ func (s *Segment) view(pe *peer) *ibv.RemoteView {
 	return v
 }
 
-// mapPart maps pe's whole part of s, or returns noView (an empty part; a channel that cannot
-// map: multirail.Channel.MapRemote says which). pe is a connected peer, not this rank.
+// mapPart maps pe's whole part of s through its queue pair (ibv.QP.MapRemote), or returns noView
+// (an empty part; memory the provider cannot map). pe is a node peer.
 func (s *Segment) mapPart(pe *peer) *ibv.RemoteView {
 	rp := &s.remote[pe.rank]
 	if rp.size == 0 {
 		return noView
 	}
-	v, err := pe.ch.MapRemote(rp.addr, rp.size, rp.rkeys[pe.net], ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
+	if !pe.qp.CanMapRemote() {
+		return noView
+	}
+	v, err := pe.qp.MapRemote(rp.rkeys[pe.net], rp.addr, uint64(rp.size), ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 	if err != nil {
 		s.rt.log.Debug().Err(err).Int("rank", pe.rank).Int("segment", s.id).Msg("rma: no direct view; work requests")
 		return noView

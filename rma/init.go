@@ -283,6 +283,19 @@ func (r *Runtime) connect(ctx context.Context) error {
 				return fmt.Errorf("rank %d rail %d: %w", p, i, err)
 			}
 		}
+		if r.nets[pe.net].kind == TransportShm {
+			// a node peer: one queue pair that executes requests inside the post, used by its
+			// route directly (no channel: nothing to stripe, nothing ever outstanding)
+			if k != 1 || !conns[p][0].QP().CanPostSync() {
+				return fmt.Errorf("%w: rank %d: shared-memory connection of %d rails", ErrConfig, p, k)
+			}
+			pe.conn, pe.qp = conns[p][0], conns[p][0].QP()
+			for _, c := range conns[p][1:] {
+				_ = c.Close()
+			}
+			conns[p] = nil
+			continue
+		}
 		pe.ch, err = r.nets[pe.net].net.NewChannelConfig(ccfg, conns[p][:k]...)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -389,6 +402,9 @@ func (r *Runtime) teardown() {
 	for _, pe := range r.peers {
 		if pe != nil && pe.ch != nil {
 			_ = pe.ch.Close()
+		}
+		if pe != nil && pe.conn != nil {
+			_ = pe.conn.Close()
 		}
 	}
 	r.segMu.Lock()

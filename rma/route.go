@@ -107,7 +107,7 @@ func (n nodeRoute) contig(x xfer, local []byte, seg *Segment, off int) (*Handle,
 		return nil, x.direct(v, v.Mem[off:off+len(local)], local)
 	}
 	raddr, rkey := seg.remoteAddr(n.pe, off)
-	return nil, x.do(n.pe.ch, local, raddr, rkey)
+	return nil, x.do(n.pe.qp, local, raddr, rkey)
 }
 
 func (n nodeRoute) xfer(_ context.Context, x xfer, sh *shape, seg *Segment, _ bool) (*Handle, error) {
@@ -119,7 +119,7 @@ func (n nodeRoute) xfer(_ context.Context, x xfer, sh *shape, seg *Segment, _ bo
 	}
 	raddr, rkey := seg.remoteAddr(n.pe, sh.off)
 	return nil, sh.each(func(local []byte, roff int) error {
-		return x.do(n.pe.ch, local, raddr+uint64(roff), rkey)
+		return x.do(n.pe.qp, local, raddr+uint64(roff), rkey)
 	})
 }
 
@@ -131,10 +131,32 @@ func (n nodeRoute) atomic(op ibv.Opcode, seg *Segment, off int, compareAdd, swap
 	defer rmwResults.Put(res)
 	raddr, rkey := seg.remoteAddr(n.pe, off)
 	wr := ibv.SendWR{Opcode: op, LocalBuf: res[:op.AtomicSize()], RemoteAddr: raddr, RKey: rkey, CompareAdd: compareAdd, Swap: swap}
-	if err := n.pe.ch.Do(wr); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrTransport, err)
+	if err := postSync(n.pe.qp, wr); err != nil {
+		return 0, err
 	}
 	return fetched(op, res), nil
+}
+
+// wrPool holds the work requests of postSync: a pointer handed to the provider's interface
+// escapes, so a stack SendWR would cost an allocation per call.
+var wrPool = sync.Pool{New: func() any { return new(ibv.SendWR) }}
+
+// postSync executes wr on a node peer's queue pair inside the post (ibv.QP.PostSendSync) and
+// returns when it is complete at the target. Errors wrap ErrTransport with the post's error or
+// the completion status.
+func postSync(qp *ibv.QP, wr ibv.SendWR) error {
+	w := wrPool.Get().(*ibv.SendWR)
+	*w = wr
+	st, err := qp.PostSendSync(w)
+	*w = ibv.SendWR{}
+	wrPool.Put(w)
+	if err != nil {
+		return fmt.Errorf("%w: %v: %w", ErrTransport, wr.Opcode, err)
+	}
+	if st != ibv.WCSuccess {
+		return fmt.Errorf("%w: %v completed with %v", ErrTransport, wr.Opcode, st)
+	}
+	return nil
 }
 
 // netRoute reaches a network peer through its multirail channel: each transfer is one multirail
@@ -188,7 +210,7 @@ func (r *Runtime) routeFor(pe *peer) route {
 		rt.kind = routeSelf
 	case pe.lazy:
 		rt.kind = routeDial
-	case pe.local && pe.ch.Sync():
+	case pe.qp != nil:
 		rt.kind = routeNode
 	}
 	return rt

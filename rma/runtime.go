@@ -81,7 +81,9 @@ type peer struct {
 	rank        int
 	local       bool               // same node
 	net         int                // index into Runtime.nets; -1 for self
-	ch          *multirail.Channel // nil until connected (on demand: see ondemand.go)
+	ch          *multirail.Channel // network peers: nil until connected (on demand: see ondemand.go)
+	qp          *ibv.QP            // node peers: the shared-memory queue pair (route.go: nodeRoute)
+	conn        *hybridft.Conn     // node peers: the connection that owns qp, closed at teardown
 	outstanding atomic.Int64
 	// On-demand connection (ondemand.go): lazy peers get ch on first use; ready is set after
 	// ch (an atomic store: a reader that sees ready sees ch). odAddr is the peer's CM address.
@@ -140,9 +142,10 @@ func (r *Runtime) Rank() int { return r.rank }
 // Size is the number of ranks (armci_msg_nproc).
 func (r *Runtime) Size() int { return r.size }
 
-// Channel returns the multirail channel to rank p — its subchannels (one per rail), policy and
-// per-subchannel counters — or nil for this rank itself, a bad rank, or a peer connected on
-// demand that has not been used yet.
+// Channel returns the multirail channel to network peer p — its subchannels (one per rail),
+// policy and per-subchannel counters — or nil for this rank itself, a bad rank, a peer of this
+// node (reached over shared memory, without a channel), or a peer connected on demand that has
+// not been used yet.
 func (r *Runtime) Channel(p int) *multirail.Channel {
 	if p < 0 || p >= r.size || p == r.rank || r.peers == nil {
 		return nil

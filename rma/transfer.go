@@ -91,8 +91,9 @@ func (x xfer) self(dst, local []byte) error {
 	return nil
 }
 
-// do executes one transfer piece synchronously on a Sync channel.
-func (x xfer) do(ch *multirail.Channel, local []byte, raddr uint64, rkey uint32) error {
+// do executes one transfer piece as a work request on a node peer's queue pair, complete when it
+// returns.
+func (x xfer) do(qp *ibv.QP, local []byte, raddr uint64, rkey uint32) error {
 	wr := ibv.SendWR{LocalBuf: local, RemoteAddr: raddr, RKey: rkey}
 	switch x.kind {
 	case kPut:
@@ -105,10 +106,7 @@ func (x xfer) do(ch *multirail.Channel, local []byte, raddr uint64, rkey uint32)
 	if len(local) == 0 {
 		return nil
 	}
-	if err := ch.Do(wr); err != nil {
-		return fmt.Errorf("%w: %w", ErrTransport, err)
-	}
-	return nil
+	return postSync(qp, wr)
 }
 
 // post adds one transfer piece to req on channel ch.
