@@ -49,7 +49,6 @@ type protoState struct {
 	giveBack  bool // a planned re-establishment to return to the home path
 	acked     uint32
 	lastMsg   udcm.Msg // the message to resend
-	peerQPN   uint32
 }
 
 func apmPorts(c *Conn, n uint8) apm.Ports {

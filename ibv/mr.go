@@ -20,7 +20,6 @@ type MR struct {
 	Access Access
 	// Provider data (e.g. the shared segment backing the memory).
 	Provider any
-	inUse    atomic.Int32
 	dead     atomic.Bool
 }
 

@@ -118,7 +118,6 @@ type Runtime struct {
 	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID uint64
 	mutexes   *Segment
-	nMutexes  []int // per rank
 
 	finalized atomic.Bool
 	closers   []func() error

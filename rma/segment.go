@@ -208,14 +208,3 @@ func (s *Segment) remoteAddr(p *peer, off int) (uint64, uint32) {
 	rp := &s.remote[p.rank]
 	return rp.addr + uint64(off), rp.rkeys[p.net]
 }
-
-// localRange checks (offset, length) against this rank's own part.
-func (s *Segment) localRange(off, n int) ([]byte, error) {
-	if s.freed {
-		return nil, fmt.Errorf("%w: segment %d", ErrFreed, s.id)
-	}
-	if off < 0 || n < 0 || off > len(s.local) || n > len(s.local)-off {
-		return nil, fmt.Errorf("%w: [%d,+%d) on own part of %d bytes", ErrOutOfRange, off, n, len(s.local))
-	}
-	return s.local[off : off+n : off+n], nil
-}

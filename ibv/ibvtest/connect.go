@@ -9,7 +9,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// RCOptions tunes ConnectRCWith. The zero value is what ConnectRC uses.
+// RCOptions tunes ConnectRCWith; the zero value gives the usual queue pairs.
 type RCOptions struct {
 	// PDA and PDB are the protection domains of the two QPs; nil allocates a new one.
 	PDA, PDB *ibv.PD
@@ -28,16 +28,10 @@ type RCOptions struct {
 	PSNA, PSNB uint32
 }
 
-// ConnectRC creates, on devices a and b (which may be the same), one RC queue pair each, with a
-// new PD, a send CQ and a receive CQ per QP, and connects them: RESET→INIT→RTR→RTS with each
+// ConnectRCWith creates, on devices a and b (which may be the same), one RC queue pair each, with
+// a new PD, a send CQ and a receive CQ per QP, and connects them: RESET→INIT→RTR→RTS with each
 // other's QP number, port address (PortAttr.Addr, LID) and PSNs, as an out-of-band exchange
 // would. The QPs are destroyed at cleanup. Use qa.PD(), qa.SendCQ(), qa.RecvCQ() for the rest.
-func ConnectRC(t testing.TB, a, b *ibv.Context) (qa, qb *ibv.QP) {
-	t.Helper()
-	return ConnectRCWith(t, a, b, RCOptions{})
-}
-
-// ConnectRCWith is ConnectRC with options.
 func ConnectRCWith(t testing.TB, a, b *ibv.Context, o RCOptions) (qa, qb *ibv.QP) {
 	t.Helper()
 	if o.Port == 0 {

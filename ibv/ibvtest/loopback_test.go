@@ -75,7 +75,7 @@ func (d *loopDev) Port(n uint8) (ibv.PortAttr, error) {
 }
 
 func (d *loopDev) RegMR(*ibv.MR) error   { return nil }
-func (d *loopDev) DeregMR(*ibv.MR) error { loop.mu.Lock(); loop.mu.Unlock(); return nil }
+func (d *loopDev) DeregMR(*ibv.MR) error { return nil }
 func (d *loopDev) CreateAH(*ibv.AH) error {
 	return nil
 }

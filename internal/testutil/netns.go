@@ -251,27 +251,6 @@ func (tb *Testbed) Link(r int, up bool) error {
 	return run("ip", "-n", tb.Hosts[0].NS, "link", "set", tb.Hosts[0].Ifaces[r], state)
 }
 
-// Flap pulls and plugs rail r n times, down for down and up for up each time, or until ctx
-// ends. Errors wrap ErrTestbed or are ctx's; the rail is left up.
-func (tb *Testbed) Flap(ctx context.Context, r, n int, down, up time.Duration) error {
-	for i := 0; i < n; i++ {
-		if err := tb.Link(r, false); err != nil {
-			return err
-		}
-		err := sleepCtx(ctx, down)
-		if lerr := tb.Link(r, true); lerr != nil {
-			return lerr
-		}
-		if err != nil {
-			return err
-		}
-		if err := sleepCtx(ctx, up); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

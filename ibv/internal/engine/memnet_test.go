@@ -185,7 +185,6 @@ type side struct {
 }
 
 type pairOpts struct {
-	ports    int // per device
 	mrSize   int
 	access   ibv.Access // QP access flags (default AccessAll)
 	mrAccess ibv.Access // MR access (default AccessAll)

@@ -34,8 +34,6 @@ type swqe struct {
 	done     bool   // read: all response bytes arrived; atomic: result arrived
 }
 
-func (w *swqe) lastPSN() uint32 { return wire.PSNAdd(w.firstPSN, w.npkts-1) }
-
 func (w *swqe) isReadAtomic() bool {
 	return w.op == ibv.OpRDMARead || w.op.IsAtomic() && w.op != ibv.OpAccumulate
 }
@@ -607,16 +605,11 @@ func (q *QP) completeHeadLocked() {
 // local errors (the QP then fails, as verbs do) and zero-packet entries; and the SQD drain event.
 func (q *QP) completeLocked() {
 	s := &q.sq
-	for s.head != s.tail {
-		w := s.slot(s.head)
-		if w.status == ibv.WCSuccess {
-			break
+	if s.head != s.tail && s.cur == s.head {
+		if w := s.slot(s.head); w.status != ibv.WCSuccess {
+			q.failLocked(w.status, fmt.Sprintf("local error %v in work request %d", w.status, w.id))
+			return
 		}
-		if s.cur != s.head {
-			break
-		}
-		q.failLocked(w.status, fmt.Sprintf("local error %v in work request %d", w.status, w.id))
-		return
 	}
 	if s.draining && !s.drainPosted && s.drained() {
 		s.drainPosted = true

@@ -408,7 +408,7 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte, acc *accum.
 		}
 		return ibv.WCSuccess, 0
 	case ibv.OpAccumulate:
-		src := t[:0]
+		var src []byte
 		if len(bufs) == 1 {
 			src = bufs[0]
 		} else {

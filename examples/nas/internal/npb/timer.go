@@ -24,9 +24,6 @@ func (t *Timer) Stop() {
 	}
 }
 
-// Clear resets the accumulated time to zero.
-func (t *Timer) Clear() { *t = Timer{} }
-
 // Seconds returns the accumulated time in seconds (including a running interval).
 func (t *Timer) Seconds() float64 {
 	d := t.elapsed
