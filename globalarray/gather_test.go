@@ -151,3 +151,40 @@ func TestGatherScatterBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestGopProdAbs checks GA_Gop's "*", "absmax" and "absmin" at 1, 2, 4 and 5 ranks: rank r
+// contributes (r+1)·(−1)^r, so the product, the largest and the smallest magnitude are known.
+func TestGopProdAbs(t *testing.T) {
+	for _, np := range []int{1, 2, 4, 5} {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				me := rt.Rank()
+				x := float64(me + 1)
+				if me%2 == 1 {
+					x = -x
+				}
+				prod := 1.0
+				for r := 0; r < np; r++ {
+					v := float64(r + 1)
+					if r%2 == 1 {
+						v = -v
+					}
+					prod *= v
+				}
+				d := []float64{x, x, x}
+				require.NoError(t, GopProd(ctx, rt, d[:1]))
+				require.NoError(t, GopAbsMax(ctx, rt, d[1:2]))
+				require.NoError(t, GopAbsMin(ctx, rt, d[2:3]))
+				require.Equal(t, []float64{prod, float64(np), 1}, d)
+				i := []int64{-int64(me) - 1}
+				require.NoError(t, GopAbsMin(ctx, rt, i))
+				require.Equal(t, int64(1), i[0], "absmin is a magnitude even of one negative value")
+				z := []complex128{complex(0, 1)} // i^np
+				require.NoError(t, GopProd(ctx, rt, z))
+				want := []complex128{1, 1i, -1, -1i}[np%4]
+				require.Equal(t, want, z[0])
+				require.True(t, errors.Is(GopAbsMax(ctx, rt, z), ErrType), "absmax of complex values")
+			})
+		})
+	}
+}

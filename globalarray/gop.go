@@ -31,9 +31,33 @@ func GopMin[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
 	return gop(ctx, rt, rma.ReduceMin, vals)
 }
 
+// GopProd replaces vals on every rank by their element-wise product over all ranks (GA_Dgop,
+// GA_Igop, GA_Zgop with op "*"). Collective.
+//
+// Errors: those of rma.AllReduce.
+func GopProd[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceProd, vals)
+}
+
+// GopAbsMax replaces vals on every rank by the largest magnitude of each element over all ranks,
+// as a magnitude (GA_Dgop, GA_Igop with op "absmax"). Collective.
+//
+// Errors: ErrType for complex elements; those of rma.AllReduce.
+func GopAbsMax[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceAbsMax, vals)
+}
+
+// GopAbsMin replaces vals on every rank by the smallest magnitude of each element over all
+// ranks, as a magnitude (GA_Dgop, GA_Igop with op "absmin"). Collective.
+//
+// Errors: ErrType for complex elements; those of rma.AllReduce.
+func GopAbsMin[T Elem](ctx context.Context, rt *rma.Runtime, vals []T) error {
+	return gop(ctx, rt, rma.ReduceAbsMin, vals)
+}
+
 func gop[T Elem](ctx context.Context, rt *rma.Runtime, op rma.ReduceOp, vals []T) error {
 	typ := accTypeOf[T]()
-	if op != rma.ReduceSum && isComplex(typ) {
+	if op != rma.ReduceSum && op != rma.ReduceProd && isComplex(typ) {
 		return fmt.Errorf("ga: GA_Gop %v of %v: %w", op, typ, ErrType)
 	}
 	if err := rt.AllReduce(ctx, typ, op, asBytes(vals)); err != nil {

@@ -44,6 +44,7 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 			o, _ := r.slot(p)
 			reduceBytes(typ, op, acc[:len(part)], mine[o:o+len(part)])
 		}
+		finishReduce(typ, op, acc[:len(part)])
 		copy(part, acc)
 		if err := r.barrier(ctx); err != nil {
 			return err
