@@ -86,6 +86,34 @@ func (r *Runtime) Lock(ctx context.Context, m, proc int) error {
 	return werr
 }
 
+// TryLock acquires mutex m on rank proc only if it is free now, without waiting (the try form of
+// ARMCI_Lock, as armci-mpi's ARMCI_Trylock): it reads the next ticket and the one being served
+// and, when they are equal, takes that ticket with a compare-and-swap, which fails if another
+// rank took it first. It reports whether the mutex was acquired; a mutex held or queued for is
+// not, and nothing changes then. Errors: those of Lock.
+func (r *Runtime) TryLock(ctx context.Context, m, proc int) (bool, error) {
+	pe, off, err := r.mutexWord(ctx, m, proc, 0)
+	if err != nil {
+		return false, err
+	}
+	next, err := r.fetchAdd64(ctx, r.mutexes, pe, off, 0)
+	if err != nil {
+		return false, fmt.Errorf("rma: trylock %d@%d: %w", m, proc, err)
+	}
+	serving, err := r.fetchAdd64(ctx, r.mutexes, pe, off+8, 0)
+	if err != nil {
+		return false, fmt.Errorf("rma: trylock %d@%d: %w", m, proc, err)
+	}
+	if next != serving {
+		return false, nil
+	}
+	got, err := r.atomicOp(ctx, ibv.OpAtomicCmpSwap, r.mutexes, proc, off, next, next+1)
+	if err != nil {
+		return false, fmt.Errorf("rma: trylock %d@%d: %w", m, proc, err)
+	}
+	return got == next, nil
+}
+
 // Unlock releases mutex m on rank proc (ARMCI_Unlock). Operations issued under the lock are
 // completed at the target first, so the next holder sees them.
 func (r *Runtime) Unlock(ctx context.Context, m, proc int) error {

@@ -1,0 +1,108 @@
+package rma_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// TestPutGetValue stores one value of each type into the next rank's part and reads it back from
+// every rank (ARMCI_PutValue*/GetValue*), and checks the bytes little-endian at the target.
+func TestPutGetValue(t *testing.T) {
+	for _, np := range []int{1, 2, 4} {
+		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			seg, err := rt.Malloc(ctx, 32)
+			require.NoError(t, err)
+			me, n := rt.Rank(), rt.Size()
+			to := (me + 1) % n
+			require.NoError(t, rma.PutValue(ctx, rt, int32(-7-me), seg, to, 0))
+			require.NoError(t, rma.PutValue(ctx, rt, int64(1)<<40+int64(me), seg, to, 8))
+			require.NoError(t, rma.PutValue(ctx, rt, float32(1.5)+float32(me), seg, to, 16))
+			require.NoError(t, rma.PutValue(ctx, rt, math.Pi*float64(me+1), seg, to, 24))
+			require.NoError(t, rt.Barrier(ctx))
+			from := (me - 1 + n) % n
+			loc := seg.Local()
+			require.Equal(t, uint32(int32(-7-from)), binary.LittleEndian.Uint32(loc))
+			require.Equal(t, uint64(1<<40+from), binary.LittleEndian.Uint64(loc[8:]))
+			for p := 0; p < n; p++ {
+				src := (p - 1 + n) % n
+				i, err := rma.GetValue[int32](ctx, rt, seg, p, 0)
+				require.NoError(t, err)
+				require.Equal(t, int32(-7-src), i)
+				l, err := rma.GetValue[int64](ctx, rt, seg, p, 8)
+				require.NoError(t, err)
+				require.Equal(t, int64(1)<<40+int64(src), l)
+				f, err := rma.GetValue[float32](ctx, rt, seg, p, 16)
+				require.NoError(t, err)
+				require.Equal(t, float32(1.5)+float32(src), f)
+				d, err := rma.GetValue[float64](ctx, rt, seg, p, 24)
+				require.NoError(t, err)
+				require.Equal(t, math.Pi*float64(src+1), d)
+			}
+			_, err = rma.GetValue[float64](ctx, rt, seg, to, 28)
+			require.True(t, errors.Is(err, rma.ErrOutOfRange), "%v", err)
+			require.True(t, errors.Is(rma.PutValue(ctx, rt, int64(1), seg, n, 0), rma.ErrBadRank))
+			require.NoError(t, rt.Barrier(ctx))
+			require.NoError(t, seg.Free(ctx))
+		})
+	}
+}
+
+// TestTryLock: a free mutex is taken; while it is held every TryLock fails and changes nothing
+// (a later Lock/Unlock cycle still works); after Unlock it is free again. Then every rank spins
+// on TryLock to increment a counter under the mutex: the count is exact.
+func TestTryLock(t *testing.T) {
+	transports(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		require.NoError(t, rt.CreateMutexes(ctx, 1))
+		seg, err := rt.Malloc(ctx, 8)
+		require.NoError(t, err)
+		me := rt.Rank()
+		if me == 0 {
+			ok, err := rt.TryLock(ctx, 0, 1)
+			require.NoError(t, err)
+			require.True(t, ok, "a free mutex")
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		if me != 0 {
+			for i := 0; i < 5; i++ {
+				ok, err := rt.TryLock(ctx, 0, 1)
+				require.NoError(t, err)
+				require.False(t, ok, "a held mutex")
+			}
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		if me == 0 {
+			require.NoError(t, rt.Unlock(ctx, 0, 1))
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		const rounds = 20
+		buf := make([]byte, 8)
+		for i := 0; i < rounds; i++ {
+			for {
+				ok, err := rt.TryLock(ctx, 0, 1)
+				require.NoError(t, err)
+				if ok {
+					break
+				}
+			}
+			require.NoError(t, rt.Get(ctx, seg, 0, 0, buf))
+			binary.LittleEndian.PutUint64(buf, binary.LittleEndian.Uint64(buf)+1)
+			require.NoError(t, rt.Put(ctx, buf, seg, 0, 0))
+			require.NoError(t, rt.Unlock(ctx, 0, 1))
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, rt.Lock(ctx, 0, 1)) // the ticket queue is consistent after all that
+		require.NoError(t, rt.Get(ctx, seg, 0, 0, buf))
+		require.NoError(t, rt.Unlock(ctx, 0, 1))
+		require.Equal(t, uint64(rounds*rt.Size()), binary.LittleEndian.Uint64(buf))
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, seg.Free(ctx))
+		require.NoError(t, rt.DestroyMutexes(ctx))
+	})
+}
