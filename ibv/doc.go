@@ -6,7 +6,7 @@
 // The shapes follow libibverbs (ibv_open_device, ibv_alloc_pd, ibv_reg_mr, ibv_create_cq,
 // ibv_create_qp, ibv_modify_qp, ibv_post_send, ibv_post_recv, ibv_poll_cq, ibv_get_async_event)
 // in Go form. The QP states RESET→INIT→RTR→RTS, SQD, SQE and ERROR and the APM states
-// MIGRATED→REARM→ARMED are those of seed 000 §2.2 (the InfiniBand architecture overview of the
+// MIGRATED→REARM→ARMED are those of [Vishnu07 §2.2] (the InfiniBand architecture overview of the
 // dissertation) and of the IBA specification, vol. 1, ch. 10–11.
 //
 // Generic code here owns everything a provider does not need to know: the state machines

@@ -56,7 +56,7 @@ type PortAttr struct {
 	Num    uint8
 	State  PortState
 	LID    uint16 // base LID
-	LMC    uint8  // 2^LMC path bits (seed 000 §2.2)
+	LMC    uint8  // 2^LMC path bits [Vishnu07 §2.2]
 	MTU    int    // active MTU in bytes (UD datagram limit; RC segment size)
 	Addr   string // provider address other ports route to (AHAttr.Addr)
 	Rate   uint64 // link rate in bits/s when known (0: unknown)

@@ -244,7 +244,7 @@ func (qp *QP) SetState(s QPState, ev AsyncEvent) {
 }
 
 // MigrateAuto is the provider's automatic path migration (ARMED→MIGRATED on a fault of the
-// primary path, seed 000 ch. 9): the alternate path becomes primary and EventPathMig is posted.
+// primary path, [Vishnu07 ch. 9]): the alternate path becomes primary and EventPathMig is posted.
 // It returns the new primary path, or false when the QP was not ARMED (then the provider must
 // move the QP to ERROR).
 func (qp *QP) MigrateAuto(detail string) (AHAttr, bool) {

@@ -2,7 +2,7 @@ package ibv
 
 import "fmt"
 
-// The QP state machine (IBA vol. 1 §10.3, seed 000 §2.2), as a pure table. Software providers
+// The QP state machine (IBA vol. 1 §10.3, [Vishnu07 §2.2]), as a pure table. Software providers
 // default the performance attributes that hardware requires at INIT→RTR and RTR→RTS (path MTU,
 // RNR timer, timeout and retry counts, read/atomic depths), so only the attributes that carry
 // identity (port, access, addresses, PSNs) are required here.
@@ -77,7 +77,7 @@ func ValidTransition(t QPType, from, to QPState, mask AttrMask) error {
 }
 
 // ValidMigRequest reports whether a consumer may set the path migration state of an RC QP from
-// cur to req (seed 000 ch. 9, "path loading request" and "path migration"):
+// cur to req ([Vishnu07 ch. 9], "path loading request" and "path migration"):
 //   - MIGRATED or ARMED → REARM: load a new alternate path (hasAlt: one is given now or was given);
 //   - REARM → REARM: replace the alternate path being loaded;
 //   - ARMED → MIGRATED: manual migration to the alternate path (e.g. for load balancing).

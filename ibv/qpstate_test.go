@@ -18,7 +18,7 @@ var allAttrs = []ibv.AttrMask{ibv.AttrState, ibv.AttrAccessFlags, ibv.AttrPKeyIn
 	ibv.AttrMaxQPRdAtom, ibv.AttrAltPath, ibv.AttrMinRNRTimer, ibv.AttrSQPSN, ibv.AttrMaxDestRdAtm,
 	ibv.AttrPathMigState, ibv.AttrDestQPN}
 
-// legal is the IBA vol. 1 §10.3 transition table (seed 000 §2.2) written out independently of the
+// legal is the IBA vol. 1 §10.3 transition table [Vishnu07 §2.2] written out independently of the
 // implementation: the attributes each legal modify requires. Every pair not listed is illegal,
 // except that any state may go to RESET or ERROR.
 func legal(t ibv.QPType, from, to ibv.QPState) (required ibv.AttrMask, ok bool) {
@@ -159,7 +159,7 @@ func TestValidTransitionUnknownType(t *testing.T) {
 
 func TestValidMigRequestEveryPair(t *testing.T) {
 	states := []ibv.MigState{ibv.Migrated, ibv.Rearm, ibv.Armed}
-	// expected is written from the APM rules (seed 000 ch. 9): a consumer may load an alternate
+	// expected is written from the APM rules [Vishnu07 ch. 9]: a consumer may load an alternate
 	// path (→REARM, needs one) from any state, migrate by hand (ARMED→MIGRATED), or restate the
 	// current MIGRATED/ARMED state; REARM→ARMED and automatic migration are the hardware's.
 	expected := func(cur, req ibv.MigState, hasAlt bool) bool {

@@ -37,7 +37,7 @@ func (t QPType) String() string {
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }
 
-// QPState is the communication state of a queue pair (enum ibv_qp_state; seed 000 §2.2).
+// QPState is the communication state of a queue pair (enum ibv_qp_state; [Vishnu07 §2.2]).
 type QPState uint8
 
 const (
@@ -60,7 +60,7 @@ func (s QPState) String() string {
 }
 
 // MigState is the automatic path migration state of an RC queue pair (enum ibv_mig_state;
-// seed 000 §2.2 and ch. 9).
+// [Vishnu07 §2.2 and ch. 9]).
 type MigState uint8
 
 const (

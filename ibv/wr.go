@@ -69,7 +69,7 @@ type WC struct {
 // Software providers route by Addr, the provider address of the destination port (for tcp/udp a
 // "host:port" network endpoint, for shm a node-local endpoint name), as RoCE routes by GID.
 // DLID and SrcPathBits keep their IB meaning: the destination LID (the port's base LID plus path
-// bits, seed 000 §2.2 LMC) selects one of the port's 2^LMC paths; providers map different
+// bits, [Vishnu07 §2.2] LMC) selects one of the port's 2^LMC paths; providers map different
 // path bits to different connections or flows.
 type AHAttr struct {
 	Addr        string

@@ -17,27 +17,27 @@ import (
 // ErrPolicy wraps a bad scheduling policy configuration.
 var ErrPolicy = errors.New("multirail: bad scheduling policy")
 
-// ChannelConfig configures a channel's communication scheduler (seed 000 §4.1).
+// ChannelConfig configures a channel's communication scheduler [Vishnu07 §4.1].
 type ChannelConfig struct {
 	// Policy is a policy spec as sched.Parse accepts it ("auto", "bss:2", ...; GOARMCI_STRIPE_POLICY);
 	// "" means "auto".
 	Policy string
 	// Threshold is the switchover threshold in bytes (0: sched.DefaultThreshold;
-	// GOARMCI_STRIPE_THRESHOLD): smaller operations are not striped (seed 000 §5.2.3).
+	// GOARMCI_STRIPE_THRESHOLD): smaller operations are not striped [Vishnu07 §5.2.3].
 	Threshold int
 	// Sched holds the policies' other parameters (α, n_batch, W, weights); its Subchannels and
 	// Threshold are set from the channel.
 	Sched sched.Config
 }
 
-// Channel is the virtual channel to one peer (seed 000 §4.1.1): its subchannels, one RC
+// Channel is the virtual channel to one peer [Vishnu07 §4.1.1]: its subchannels, one RC
 // connection (queue pair) each, usually one per rail, and the communication scheduler that maps
 // operations onto them.
 //
 // Each operation (Write, Read, Accumulate, Atomic) is handed to the channel's scheduling policy
 // (package sched), which returns its stripes; every stripe becomes one work request on its
 // subchannel's queue pair, all counted in the caller's Request, so the completion filter reports
-// one completion per operation (seed 000 §4.2.3). The delivery time of each stripe — from the
+// one completion per operation [Vishnu07 §4.2.3]. The delivery time of each stripe — from the
 // operation's hand-over to the discovery of the stripe's completion — is fed back to the policy
 // when the operation's last stripe completes (§7.1.2).
 //
@@ -137,7 +137,7 @@ func (c *Channel) Posted(sub int) int64 {
 }
 
 // Flush drives progress until every work request posted on every subchannel of the channel has
-// completed (the multi-rail flush of seed 000 §5.2.1: completion on each subchannel used), or
+// completed (the multi-rail flush of [Vishnu07 §5.2.1]: completion on each subchannel used), or
 // ctx ends.
 func (c *Channel) Flush(ctx context.Context) error {
 	for i := range c.outstanding {

@@ -1,12 +1,12 @@
 // Package multirail maps one-sided operations onto RDMA write, read and atomics over a virtual
-// channel of subchannels (seed 000 ch. 4: "virtual channel" of "virtual subchannels", one RC QP
+// channel of subchannels ([Vishnu07 ch. 4]: "virtual channel" of "virtual subchannels", one RC QP
 // each) and owns the completion filter: one completion per operation, however many work requests
-// carried it (seed 000 §4.3).
+// carried it [Vishnu07 §4.3].
 //
 // A Network is one device's side of the job: its connections (hybridft.Conn), the table of
 // in-flight requests and the progress engine that polls the completion queue. A Channel is the
 // path set to one peer: one subchannel (RC queue pair) per rail, with a scheduling policy of
-// package sched (seed 000 ch. 4–8) that stripes or multiplexes each operation over them, feeds
+// package sched [Vishnu07 ch. 4–8] that stripes or multiplexes each operation over them, feeds
 // stripe delivery times back to the adaptive policies and keeps overlapping operations in order
 // (see Channel).
 //

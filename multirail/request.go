@@ -22,7 +22,7 @@ type Request struct {
 	// Tag is free for the caller (e.g. the target rank).
 	Tag int
 	// Blocking tells the scheduler the origin waits for this operation before issuing another
-	// (seed 000 §6.2.1, EPC's communication marker). Set it before posting.
+	// ([Vishnu07 §6.2.1], EPC's communication marker). Set it before posting.
 	Blocking bool
 	// Collective tells the scheduler the operation is a step of a collective (§6.2.2).
 	Collective bool

@@ -1,6 +1,6 @@
 // Package fabric is goarmci's in-process network (DESIGN.md §6 "Testbeds"): many nodes, each
 // with the same number of ports (rails), inside one test binary. Port r of every node hangs on
-// rail r (one switch per rail, as in seed 000 ch. 4's multi-rail clusters): a port reaches the
+// rail r (one switch per rail, as in [Vishnu07 ch. 4]'s multi-rail clusters): a port reaches the
 // port of the same number on every other node. Every node can open one ibv device whose RC and
 // UD queue pairs run on the shared transport engine (ibv/internal/engine), like the tcp and udp
 // providers, with packets carried in memory.
@@ -10,7 +10,7 @@
 // loss (a probability or every n-th packet), delay, a path down, a network partition, and pulled
 // cables on a schedule (a port goes PortDown with EventPortErr and comes back with
 // EventPortActive, as the tcp provider's SetPortDown; hybridft's early detection sees it). Path
-// probes — the APM path load, REARM→ARMED (seed 000 ch. 9) — fail across a down port or path.
+// probes — the APM path load, REARM→ARMED [Vishnu07 ch. 9] — fail across a down port or path.
 //
 // Nothing blocks outside the fabric: links wait on channels and timers, so a fabric created
 // inside a testing/synctest bubble runs on virtual time, and failover tests need no real sleeps:
@@ -41,7 +41,7 @@ type Config struct {
 	Nodes int
 	// Ports is the number of ports (rails) per node, 1..32 (default 1).
 	Ports int
-	// LMC gives every port 2^LMC LIDs (path bits, seed 000 §2.2), 0..7.
+	// LMC gives every port 2^LMC LIDs (path bits, [Vishnu07 §2.2]), 0..7.
 	LMC uint8
 	// MTU is the port MTU in bytes, 256..1 MiB (default 4096).
 	MTU int

@@ -29,7 +29,7 @@ type Rule struct {
 	Src, Dst []int
 	// Port is the rail (1-based); 0 matches every rail.
 	Port uint8
-	// PathBits are the source path bits (LMC offsets, seed 000 §2.2) the rule applies to; nil:
+	// PathBits are the source path bits (LMC offsets, [Vishnu07 §2.2]) the rule applies to; nil:
 	// every path of the rail.
 	PathBits []uint8
 	// From and Until bound the rule on the fabric clock: it acts on packets sent at times in

@@ -9,7 +9,7 @@
 // allocates, and checks values: bytes moved, bytes left untouched, completion statuses and
 // opcodes, QP and APM states, asynchronous events. What it checks is the verbs semantics of
 // libibverbs and the IBA specification vol. 1 ch. 9–11 (QP states and transitions, responder
-// memory access validation, flush on error; seed 000 §2.2), with the software extensions of this
+// memory access validation, flush on error; [Vishnu07 §2.2]), with the software extensions of this
 // repository (LocalBuf, 32-bit and swap atomics, Accumulate).
 package ibvtest
 

@@ -36,7 +36,7 @@ func (s *suite) testDevice(t *testing.T) {
 	assert.NotEqual(t, pa.Addr, pb.Addr, "two devices have distinct port addresses")
 }
 
-// legalTo is the IBA vol. 1 §10.3 state diagram (seed 000 §2.2): may a QP of type typ move
+// legalTo is the IBA vol. 1 §10.3 state diagram [Vishnu07 §2.2]: may a QP of type typ move
 // from→to at all (with the right attributes)?
 func legalTo(typ ibv.QPType, from, to ibv.QPState) bool {
 	if to == ibv.StateReset || to == ibv.StateError {
@@ -310,7 +310,7 @@ func (s *suite) testReconnectAfterReset(t *testing.T) {
 	checkQueuesEmpty(t, qa, "after reconnect")
 }
 
-// testAPM checks the consumer's path-migration requests on a connected RC QP (seed 000 ch. 9):
+// testAPM checks the consumer's path-migration requests on a connected RC QP [Vishnu07 ch. 9]:
 // REARM needs an alternate path, the provider arms it, ARMED→MIGRATED swaps primary and
 // alternate, and the QP still moves data afterwards.
 func (s *suite) testAPM(t *testing.T) {
@@ -381,7 +381,7 @@ func waitEvent(t *testing.T, c *ibv.Context, typ ibv.EventType, qpn uint32) ibv.
 }
 
 // testSQD: RTS→SQD reports SQ_DRAINED once nothing is outstanding; requests posted in SQD are
-// not started until the QP returns to RTS, then they run (seed 003 Fig. 8 drains with SQD before
+// not started until the QP returns to RTS, then they run ([Vishnu09 Fig. 8] drains with SQD before
 // recycling a QP).
 func (s *suite) testSQD(t *testing.T) {
 	qa, qb := s.connect(t)

@@ -1,5 +1,5 @@
 // Package wire is the packet codec of goarmci's network providers: InfiniBand-style transport
-// headers (IBA vol. 1 ch. 9; the RC/UD background of seed 000 §2.2) carried in packets that the
+// headers (IBA vol. 1 ch. 9; the RC/UD background of [Vishnu07 §2.2]) carried in packets that the
 // engine (ibv/internal/engine) builds and the tcp/udp providers move.
 //
 // A packet is a base transport header (BTH) followed by the extension headers its opcode and flags

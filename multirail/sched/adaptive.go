@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// BSS is batch based striping and sorting (seed 000 ch. 8) and, with n_batch = n_paths, HSAM's
+// BSS is batch based striping and sorting [Vishnu07 ch. 8] and, with n_batch = n_paths, HSAM's
 // adaptive striping (ch. 7; §8.4: "HSAM is a special case of the BSS scheme").
 //
 // Every path starts with the same weight w_i = W_total/n_paths (eq. 8.1; W_total = 1). An
@@ -112,7 +112,7 @@ func (p *BSS) Complete(op Op, done []Done) {
 // never move: the batch path's measured rate is weighed against the other paths' last measured
 // rates, and a path never measured is assumed to deliver what its weight promises at the rate
 // per unit of weight of the first measurement. So a batch path that slows down loses weight
-// against the others until another path sorts first and is measured in its turn (seed 000
+// against the others until another path sorts first and is measured in its turn ([Vishnu07]
 // §8.3: BSS with n_batch = 1 is the adaptive choice of the single best path). Only operations of
 // at least the threshold count: below it a delivery time measures latency, not bandwidth.
 func (p *BSS) updateOne(d Done) bool {

@@ -1,6 +1,6 @@
 package sched
 
-// Fragment is the one-sided policy of seed 000 ch. 5: operations below the switchover threshold
+// Fragment is the one-sided policy of [Vishnu07 ch. 5]: operations below the switchover threshold
 // go whole (§5.2.3), multiplexed as Even multiplexes them (mux: on the previous operation's
 // subchannel while it is idle, else the least busy one, round robin on ties); larger ones are
 // cut by load-balanced fragmentation (§5.2.2): the policy keeps, per subchannel, independent

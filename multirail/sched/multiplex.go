@@ -2,7 +2,7 @@ package sched
 
 import "fmt"
 
-// Binding sends every operation on one subchannel (seed 000 §4.1.2, "binding": least overhead;
+// Binding sends every operation on one subchannel ([Vishnu07 §4.1.2], "binding": least overhead;
 // uses several rails when several processes of a node bind to different subchannels).
 type Binding struct {
 	n, sub int
@@ -28,7 +28,7 @@ func (p *Binding) Complete(Op, []Done) {}
 // Feedback implements Policy.
 func (p *Binding) Feedback() bool { return false }
 
-// RoundRobin sends each operation whole on the next subchannel in turn (seed 000 §4.1.2,
+// RoundRobin sends each operation whole on the next subchannel in turn ([Vishnu07 §4.1.2],
 // multiplexing; the message size is ignored since the per-operation cost dominates).
 type RoundRobin struct {
 	n, next int
@@ -61,7 +61,7 @@ func (p *RoundRobin) Complete(Op, []Done) {}
 // Feedback implements Policy.
 func (p *RoundRobin) Feedback() bool { return false }
 
-// Window is window-based round robin (seed 000 §4.1.2): W consecutive operations use one
+// Window is window-based round robin [Vishnu07 §4.1.2]: W consecutive operations use one
 // subchannel before the scheduler moves to the next, so subchannels of different latency
 // reorder fewer messages.
 type Window struct {

@@ -1,7 +1,7 @@
 package sched
 
 // mux multiplexes the operations a striping policy sends whole — those below the switchover
-// threshold, atomics, and (EPC) non-blocking ones — over the policy's subchannels: seed 000
+// threshold, atomics, and (EPC) non-blocking ones — over the policy's subchannels: [Vishnu07]
 // §4.3.2 (striping for large messages, multiplexing for small ones) with the least-overhead
 // property of binding (§4.1.2) while the origin is latency bound.
 //

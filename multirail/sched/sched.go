@@ -1,4 +1,4 @@
-// Package sched holds the multi-rail communication scheduler's policies (seed 000 ch. 4–8): given
+// Package sched holds the multi-rail communication scheduler's policies [Vishnu07 ch. 4–8]: given
 // one operation it returns the stripes — (subchannel, offset, length) — that carry it, and it is
 // fed back the completion of every stripe (bytes, delivery time) for the adaptive policies.
 //
@@ -72,9 +72,9 @@ type Op struct {
 	// Align: stripe boundaries fall on multiples of Align bytes from the operation's start (the
 	// element size of an accumulate, so every element stays in one stripe); 0 or 1: any byte.
 	Align int
-	// Blocking: the origin waits for this operation before issuing the next (seed 000 §6.2.1).
+	// Blocking: the origin waits for this operation before issuing the next [Vishnu07 §6.2.1].
 	Blocking bool
-	// Collective: the operation is a step of a collective (seed 000 §6.2.2).
+	// Collective: the operation is a step of a collective [Vishnu07 §6.2.2].
 	Collective bool
 	// Pinned forces the whole operation onto subchannel Sub (the channel uses it to keep an
 	// operation behind an overlapping one in flight on that subchannel). Policies still account
@@ -92,7 +92,7 @@ type Stripe struct {
 }
 
 // Done is the completion of one stripe: its subchannel, its bytes and its delivery time (from
-// hand-over to the transport to the completion's discovery, seed 000 §7.1.2); Delivery 0 means
+// hand-over to the transport to the completion's discovery, [Vishnu07 §7.1.2]); Delivery 0 means
 // "not measured".
 type Done struct {
 	Sub      int
@@ -117,11 +117,11 @@ type Policy interface {
 const MaxSubchannels = 64
 
 // DefaultThreshold is the default switchover threshold in bytes: below it operations are not
-// striped (seed 000 §5.2.3; 16 KiB as the rendezvous/striping threshold of §6.2.3).
+// striped ([Vishnu07 §5.2.3]; 16 KiB as the rendezvous/striping threshold of §6.2.3).
 const DefaultThreshold = 16 << 10
 
 // DefaultAlpha is the default history factor α of eq. 7.4 and 8.3: high, for fast convergence
-// (seed 000 §8.2.1).
+// [Vishnu07 §8.2.1].
 const DefaultAlpha = 0.5
 
 // Grain is the default stripe granularity in bytes: stripes start on multiples of it (one cache
@@ -133,7 +133,7 @@ type Config struct {
 	// Subchannels is the channel's number of subchannels (1..MaxSubchannels).
 	Subchannels int
 	// Threshold is the switchover threshold in bytes (0: DefaultThreshold): operations smaller
-	// than it are multiplexed, not striped (seed 000 §5.2.3).
+	// than it are multiplexed, not striped [Vishnu07 §5.2.3].
 	Threshold int
 	// Alpha is α of eq. 7.4 / 8.3 (0: DefaultAlpha).
 	Alpha float64

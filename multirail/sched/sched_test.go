@@ -55,7 +55,7 @@ func mustNew(t *testing.T, spec string, cfg Config) Policy {
 	return p
 }
 
-// TestMultiplexing: binding, round robin and window-based round robin (seed 000 §4.1.2) send
+// TestMultiplexing: binding, round robin and window-based round robin [Vishnu07 §4.1.2] send
 // every operation whole, on the subchannel sequence the policy defines.
 func TestMultiplexing(t *testing.T) {
 	big := Op{Kind: Put, Size: 1 << 20, Blocking: true}

@@ -6,7 +6,7 @@ import (
 )
 
 // Even stripes operations of at least the threshold evenly over all subchannels and multiplexes
-// smaller ones (seed 000 §4.1.2 "even striping"; §4.3.2: even striping for large messages,
+// smaller ones ([Vishnu07 §4.1.2] "even striping"; §4.3.2: even striping for large messages,
 // multiplexing for small): a small operation stays on the previous operation's subchannel while
 // that one is idle, else takes the least busy one, round robin on ties (mux). Atomics are never
 // striped.
@@ -56,7 +56,7 @@ func (p *Even) Complete(_ Op, done []Done) { p.mux.completed(done) }
 func (p *Even) Feedback() bool { return false }
 
 // Weighted stripes operations of at least the threshold over all subchannels in proportion to
-// static weights — the path bandwidths (seed 000 §4.1.2 "weighted striping") — and multiplexes
+// static weights — the path bandwidths ([Vishnu07 §4.1.2] "weighted striping") — and multiplexes
 // smaller ones as Even does.
 type Weighted struct {
 	Even
@@ -91,7 +91,7 @@ func (p *Weighted) Name() string {
 // Schedule implements Policy.
 func (p *Weighted) Schedule(op Op, dst []Stripe) []Stripe { return p.schedule(op, dst, p.w) }
 
-// EPC is the enhanced point-to-point and collective policy (seed 000 §6.2.2): blocking and
+// EPC is the enhanced point-to-point and collective policy [Vishnu07 §6.2.2]: blocking and
 // collective operations of at least the threshold are striped evenly over all subchannels;
 // non-blocking ones go whole (their parallelism already fills the subchannels, and striping
 // medium messages over many queue pairs costs more than it gains, §6.2.1), multiplexed as Even

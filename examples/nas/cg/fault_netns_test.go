@@ -17,7 +17,7 @@ import (
 
 // TestRailPulledMidRun runs CG class W with one rank on each of two hosts joined by two rails and
 // pulls rail 0's cable as soon as the first outer iteration is printed, plugging it back a moment
-// later (seed 003's experiment: a fault in the middle of a run). The run must still verify: the
+// later ([Vishnu09]'s experiment: a fault in the middle of a run). The run must still verify: the
 // queue pairs migrate to rail 1 (APM) or are recovered in software, and nothing is lost or
 // applied twice. The rendezvous uses rail 1, which stays up. Skips without root.
 func TestRailPulledMidRun(t *testing.T) {

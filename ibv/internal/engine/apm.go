@@ -7,7 +7,7 @@ import (
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
-// migrateResponder is the responder's half of automatic path migration (IBA §17.2.8; seed 000
+// migrateResponder is the responder's half of automatic path migration (IBA §17.2.8; [Vishnu07]
 // ch. 9): a request of the connected peer arriving from the ARMED alternate path means the peer's
 // requester migrated, so this QP migrates too (ARMED→MIGRATED, the alternate becomes primary,
 // EventPathMig): its own requests then take the path that works at once instead of finding the

@@ -6,9 +6,9 @@
 // access checks, and automatic path migration (APM). Providers only move packets: they give the
 // engine a Transport and hand inbound packets to Deliver.
 //
-// The semantics follow the InfiniBand RC/UD transport (IBA vol. 1 ch. 9–10; seed 000 §2.2 for the
+// The semantics follow the InfiniBand RC/UD transport (IBA vol. 1 ch. 9–10; [Vishnu07 §2.2] for the
 // QP and APM states, ch. 9 for the APM modules: path loading on REARM, automatic migration on a
-// fault of the primary path) and the reliability design of seed 003 (timer-based resend,
+// fault of the primary path) and the reliability design of [Vishnu09] (timer-based resend,
 // duplicates ignored, one sequence space per connection).
 package engine
 
@@ -399,7 +399,7 @@ func (e *Engine) timerLoop() {
 	}
 }
 
-// PathFault is a transport's early fault report (seed 003: early detection): the stream or link
+// PathFault is a transport's early fault report ([Vishnu09]: early detection): the stream or link
 // from local port to the port at addr broke, so packets in flight on it may be lost. Every RC QP
 // whose primary path it is and whose ACK timer runs (it has unacknowledged packets) has the timer
 // expire now: it retransmits at once on a new stream, and when the path stays dead its retries run

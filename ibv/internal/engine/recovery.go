@@ -1,6 +1,6 @@
 package engine
 
-// Hooks for connection recovery above the verbs layer (hybridft, seed 003 §IV.C): after a queue
+// Hooks for connection recovery above the verbs layer (hybridft, [Vishnu09 §IV.C]): after a queue
 // pair moved to ERROR, the requester tells which PSNs each flushed request had, and the
 // responder tells how far it executed the peer's requests (its expected PSN) and the results of
 // the atomics it executed. Together they let the recovering layer re-issue every failed request

@@ -617,7 +617,7 @@ func (q *QP) completeLocked() {
 	}
 }
 
-// failLocked moves the QP to ERROR (seed 000 §2.2): the head WQE completes with status, every
+// failLocked moves the QP to ERROR [Vishnu07 §2.2]: the head WQE completes with status, every
 // other outstanding request and posted receive is flushed, and EventQPFatal is posted (sqMu held).
 func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 	q.state.Store(uint32(ibv.StateError))
@@ -717,7 +717,7 @@ func (q *QP) tick(now int64) bool {
 		q.sqMu.Unlock()
 		return true
 	}
-	// Retries on this path are exhausted: automatic path migration when ARMED (seed 000 ch. 9),
+	// Retries on this path are exhausted: automatic path migration when ARMED [Vishnu07 ch. 9],
 	// otherwise RETRY_EXC_ERR and ERROR. MigrateAuto takes the QP's modify lock: call it unlocked.
 	s.migrating = true
 	q.deadline.Store(0)

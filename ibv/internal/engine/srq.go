@@ -7,7 +7,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// SRQ is a shared receive queue (ibv_create_srq; seed 004: receive memory proportional to the
+// SRQ is a shared receive queue (ibv_create_srq; [Sridhar08]: receive memory proportional to the
 // traffic, not to the number of connections). QPs created with it take their receives from it;
 // a QP going to ERROR does not flush the shared receives (they belong to the SRQ).
 type SRQ struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // Link monitoring: a port's state follows the carrier of the network interface it is bound to,
-// as an InfiniBand port's state follows its physical link (seed 000 §2.2; seed 003 §IV.B.1:
+// as an InfiniBand port's state follows its physical link ([Vishnu07 §2.2]; [Vishnu09 §IV.B.1]:
 // early detection of a failed path from the port-error event instead of from exhausted
 // retries). The monitor listens to the kernel's link notifications (rtnetlink, RTMGRP_LINK) and
 // takes a port down (streams closed, PortDown, EventPortErr) when its interface loses IFF_UP

@@ -3,7 +3,7 @@
 // on TCP streams, one stream per path (local port, remote port address, DLID, source path bits),
 // opened lazily and shared by all queue pairs on that path. The engine provides the RC and UD
 // semantics (PSN, ACK, retry, APM); a broken stream is a path fault the engine recovers from by
-// retransmission, automatic path migration (seed 000 ch. 9) or failure of the QP.
+// retransmission, automatic path migration [Vishnu07 ch. 9] or failure of the QP.
 //
 // UD queue pairs work too (datagrams over the same streams), with the port MTU as limit.
 package tcp
@@ -34,7 +34,7 @@ type PortConfig struct {
 	// Ifname is the network interface the endpoint belongs to; when empty, the interface that
 	// holds the Listen address. The port's state follows that interface's link (linkmon.go).
 	Ifname string
-	// LMC: the port answers to 2^LMC LIDs (path bits, seed 000 §2.2); each (DLID, source path
+	// LMC: the port answers to 2^LMC LIDs (path bits, [Vishnu07 §2.2]); each (DLID, source path
 	// bits) pair to a destination gets its own stream.
 	LMC uint8
 	// MTU is the port MTU in bytes (default 4096): the largest RC segment and UD datagram.

@@ -1,6 +1,6 @@
 // Package udp is goarmci's UDP network provider: every port is a UDP socket and every packet of
 // the shared transport engine (ibv/internal/engine) is one datagram. UD queue pairs map directly
-// onto datagrams (at most the port MTU, no delivery guarantee, seed 000 §2.2); RC queue pairs run
+// onto datagrams (at most the port MTU, no delivery guarantee, [Vishnu07 §2.2]); RC queue pairs run
 // over the same datagrams with the engine's loss recovery (PSN, ACK timeout, go-back-N, APM).
 package udp
 
