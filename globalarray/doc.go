@@ -1,6 +1,6 @@
 // Package globalarray is goarmci's Global Arrays (GA) layer: N-d arrays distributed in blocks
 // over the ranks of an rma.Runtime, accessed by patches of global indices with one-sided
-// Put/Get/Accumulate (DESIGN.md §3, "Global arrays").
+// Put/Get/Accumulate ([GA]).
 //
 // Conventions are those of GA's C interface (NGA_*): indices are 0-based, arrays and user
 // buffers are row-major (the last dimension is contiguous), a patch is [lo, hi] with hi
@@ -13,7 +13,7 @@
 // non-blocking, then waits for them, so the owners are served in parallel. The patch math is in
 // globalarray/dist and allocates nothing per operation.
 //
-// Completion follows ARMCI (DESIGN.md §3, "One-sided operations"): Put and Acc return when the
+// Completion follows ARMCI ([ARMCI]): Put and Acc return when the
 // buffer may be reused, Get when the data is in the buffer; Sync (GA_Sync = fence all + barrier)
 // makes every rank's operations visible everywhere. The element-wise collectives (Fill, Zero,
 // Scale, Copy, Dot, Add) synchronize on entry and exit, as GA's do.

@@ -81,8 +81,8 @@ func (cq *CQ) Poll(wc []WC) int {
 }
 
 // spinPolls is how many times Wait polls, yielding the processor in between, before it parks:
-// waking a parked waiter on another core costs tens of µs on this class of machine
-// (DESIGN.md §8), more than most remote operations take.
+// waking a parked waiter on another core costs tens of µs on this class of machine, more than
+// most remote operations take.
 const spinPolls = 200
 
 // Wait blocks until the CQ holds at least one completion, ctx ends, or the device is closed.

@@ -42,7 +42,7 @@ type ChannelConfig struct {
 // when the operation's last stripe completes (§7.1.2).
 //
 // Ordering. ARMCI applies overlapping operations from one origin to one target in program order
-// (DESIGN.md §3), and an RC queue pair delivers in order — but stripes on different subchannels
+// ([ARMCI]), and an RC queue pair delivers in order — but stripes on different subchannels
 // do not. The channel therefore tracks, per request in flight, the remote byte range it touches,
 // whether it writes (put, accumulate, atomic) or reads (get, atomic) there, and the subchannels
 // it uses. Before an operation is scheduled, the requests in flight that conflict with it

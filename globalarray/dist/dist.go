@@ -13,7 +13,8 @@
 //
 // The package starts no goroutine, reads no clock and allocates only in constructors and in the
 // slice-returning conveniences (Block, LocateRegion); the per-operation path (CheckPatch,
-// Region with a Cursor, BufStrides, Describe) allocates nothing (DESIGN.md §2, "pure cores").
+// Region with a Cursor, BufStrides, Describe) allocates nothing (a pure core: no I/O, no
+// goroutine, no clock).
 package dist
 
 import (

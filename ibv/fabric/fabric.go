@@ -1,4 +1,4 @@
-// Package fabric is goarmci's in-process network (DESIGN.md §6 "Testbeds"): many nodes, each
+// Package fabric is goarmci's in-process network (the testbed of unit tests): many nodes, each
 // with the same number of ports (rails), inside one test binary. Port r of every node hangs on
 // rail r (one switch per rail, as in [Vishnu07 ch. 4]'s multi-rail clusters): a port reaches the
 // port of the same number on every other node. Every node can open one ibv device whose RC and

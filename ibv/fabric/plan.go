@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Plan is a seeded, deterministic fault plan (DESIGN.md §6 "Testbeds": seeded faults per
-// source, destination and path). Rules act on packets; port events pull and plug cables at set
+// Plan is a seeded, deterministic fault plan (seeded faults per source, destination and
+// path). Rules act on packets; port events pull and plug cables at set
 // times. Times are on the fabric clock (Fabric.Now: the time since New), so under
 // testing/synctest a plan replays exactly, to the nanosecond of virtual time.
 //

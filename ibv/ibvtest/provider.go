@@ -1,5 +1,6 @@
-// Package ibvtest is the verbs conformance suite every ibv provider must pass (DESIGN.md §3
-// "Transport", §2 "ibv/ibvtest"), and the helpers other packages' tests use to set up queue pairs.
+// Package ibvtest is the verbs conformance suite every ibv provider must pass (the RC and UD
+// semantics of [IBA] ch. 9–11 as package ibv documents them), and the helpers other packages'
+// tests use to set up queue pairs.
 //
 // A provider's test plugs the suite in with
 //

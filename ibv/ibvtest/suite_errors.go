@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// violation is one request the responder must refuse (IBA §9.7.4.1.5 memory access validation;
-// DESIGN.md §3: "a violation completes with an error status and changes nothing").
+// violation is one request the responder must refuse (IBA §9.7.4.1.5 memory access validation:
+// a violation completes with an error status and changes nothing).
 type violation struct {
 	name   string
 	needs  func(s *suite) bool

@@ -172,7 +172,7 @@ func (s *suite) testUnsignaled(t *testing.T) {
 }
 
 // testOrdering: an RC QP applies requests at the target in the order they were posted (IBA
-// §9.5; DESIGN.md §3: "delivers in order and exactly once"), so a read after a write to the same
+// §9.5: delivery in order and exactly once), so a read after a write to the same
 // place returns the written data without a fence, and the last of several writes wins.
 func (s *suite) testOrdering(t *testing.T) {
 	qa, qb := s.connect(t)

@@ -14,7 +14,7 @@ import (
 )
 
 // Testbed is a set of "hosts" on this machine: network namespaces joined by one veth pair per
-// rail (DESIGN.md §6). Host h's address on rail r is 169.254.(10+r).(h+1)/24 — link-local only.
+// rail. Host h's address on rail r is 169.254.(10+r).(h+1)/24 — link-local only.
 // Two hosts are supported (a point-to-point link per rail).
 type Testbed struct {
 	t     testing.TB

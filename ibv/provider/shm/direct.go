@@ -13,8 +13,8 @@ import (
 // (remoteLocked: responder QP, rkey, access flags, bounds) and the region's bytes are returned
 // through this process's mapping of the peer's shared buffer, with a mapping reference of
 // their own, so that a caller copies into or out of them without a work request: the
-// load/store path of intra-node one-sided operations (DESIGN.md §8: a one-copy path into
-// mapped memory is what the MPI and ARMCI peers use). Regions reached only by cross-memory
+// load/store path of intra-node one-sided operations (a one-copy path into mapped memory is
+// what the MPI and ARMCI implementations use on a node). Regions reached only by cross-memory
 // attach have no mapping: ErrUnsupported.
 func (q *qpDrv) MapRemote(rkey uint32, addr, length uint64, need ibv.Access) ([]byte, *atomic.Uint32, func(), error) {
 	q.mu.Lock()

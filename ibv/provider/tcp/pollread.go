@@ -19,8 +19,8 @@ import (
 
 // pollReader reads a TCP stream, polling the socket for a short while before parking in the
 // netpoller. Waking a parked goroutine's thread on another core costs tens of µs on this class
-// of machine (DESIGN.md §8: a blocking TCP round trip between two Go processes ~97 µs, the same
-// with busy-polling ~8 µs), more than a small RDMA operation takes. The poll budget adapts: it
+// of machine (a blocking TCP round trip between two Go processes was measured at ~97 µs, the
+// same with busy-polling at ~8 µs), more than a small RDMA operation takes. The poll budget adapts: it
 // is spent only while traffic is flowing (the previous read found data within the budget), and
 // it is bounded, so an idle connection costs nothing. With more ranks than cores polling steals
 // the core a computing rank needs (measured: CG class S, 4 ranks on 2 cores, 2.7 s → 4.1 s), so
