@@ -163,7 +163,7 @@ func (r *Runtime) liveness(ctx context.Context, from int) func() error {
 const (
 	pollYields       = 4096 + 64
 	pollGoschedEvery = 16
-	pollSpins        = 1 << 12
+	pollSpins        = 1 << 9
 )
 
 // spinBudget is the number of polls a wait spins before it yields: pollSpins when the ranks on
