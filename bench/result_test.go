@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -102,17 +100,6 @@ func TestCSVAndJSONShapes(t *testing.T) {
 		assert.Contains(t, raw, k)
 	}
 	assert.ErrorIs(t, r.Write(&b, "xml"), bench.ErrOptions)
-}
-
-func TestPNG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "put_bw.png")
-	require.NoError(t, sample().WritePNG(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Greater(t, len(b), 8)
-	assert.Equal(t, "\x89PNG", string(b[:4]))
-	empty := &bench.Result{Title: "# x", Columns: []string{"a"}}
-	assert.ErrorIs(t, empty.WritePNG(path), bench.ErrOptions)
 }
 
 func TestOSUCountsAndSizes(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -159,9 +158,10 @@ func TestTimelineOf(t *testing.T) {
 	_, err = TimelineOf(&Result{Columns: []string{ColLatency}})
 	assert.ErrorIs(t, err, ErrParse)
 
-	png := filepath.Join(t.TempDir(), "tl.png")
-	require.NoError(t, WriteTimelinePNG(png, "t", []Series{{Name: "x", TL: tl}}, []Event{{Name: "cut", Ms: 15}}))
-	assert.ErrorIs(t, WriteTimelinePNG(png, "t", nil, nil), ErrOptions)
+	req := TimelinePlot("tl.png", "t", []Series{{Name: "x", TL: Timeline{End: []float64{1, math.NaN(), 3}, BW: []float64{5, 6, math.Inf(1)}, Dur: []float64{1, 2, 3}}}}, nil)
+	assert.Equal(t, []Series{{Name: "x", TL: Timeline{End: []float64{1}, BW: []float64{5}}}}, req.Series, "only finite points, no durations")
+	_, err = json.Marshal(req)
+	assert.NoError(t, err)
 }
 
 func railRun(put, get, plat, glat []float64) *Result {

@@ -207,7 +207,7 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		if compare {
 			return usageError("bench: compare launches its own jobs; run it outside a launcher")
 		}
-		return benchRank(ctx, stdout, &f, names)
+		return benchRank(ctx, stdout, stderr, &f, names)
 	}
 	if compare {
 		return benchCompare(ctx, stdout, stderr, &f, name, names)
@@ -226,11 +226,12 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 	}
-	return emit(stdout, &f, results)
+	return emit(stdout, stderr, &f, results)
 }
 
-// emit prints the results in the chosen format and plots them.
-func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
+// emit prints the results in the chosen format and plots them (through goarmci-plot).
+func emit(w, stderr io.Writer, f *benchFlags, results []*bench.Result) error {
+	var plots []bench.PlotRequest
 	for i, r := range results {
 		if i > 0 && f.format != "csv" {
 			fmt.Fprintln(w)
@@ -241,19 +242,19 @@ func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
 		if f.plot != "" {
 			path := f.plot
 			if len(results) > 1 {
-				ext := filepath.Ext(path)
-				path = strings.TrimSuffix(path, ext) + "_" + r.Name + ext
+				path = suffixPath(path, r.Name)
 			}
-			if err := r.WritePNG(path); err != nil {
-				return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
-			}
+			plots = append(plots, bench.PlotRequest{Path: path, Result: r})
 		}
+	}
+	if err := renderPlots(stderr, plots); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
 	}
 	return nil
 }
 
 // benchRank runs the benchmarks as one rank of a launched job.
-func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []string) error {
+func benchRank(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, names []string) error {
 	cfg := &rma.Config{}
 	if f.transportSet {
 		cfg.Transport = rma.Transport(f.transport)
@@ -294,7 +295,7 @@ func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []str
 	if f.child {
 		return json.NewEncoder(stdout).Encode(results)
 	}
-	return emit(stdout, f, results)
+	return emit(stdout, stderr, f, results)
 }
 
 // launchBench starts np ranks of this executable running the benchmarks and returns rank 0's
@@ -451,5 +452,5 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		res.Header = append(res.Header, fmt.Sprintf("Transport: %s, %d ranks, sync %s", f.transport, f.np, o.Sync))
 		results = append(results, res)
 	}
-	return emit(stdout, f, results)
+	return emit(stdout, stderr, f, results)
 }

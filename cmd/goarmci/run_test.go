@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 	}
 	rankExe = filepath.Join(dir, "rank")
 	goarmciExe = filepath.Join(dir, "goarmci")
-	for _, b := range [][2]string{{rankExe, "./testdata/rank"}, {goarmciExe, "."}} {
+	// goarmci-plot beside goarmci, where bench -plot looks first.
+	for _, b := range [][2]string{{rankExe, "./testdata/rank"}, {goarmciExe, "."}, {filepath.Join(dir, plotCmd), "../" + plotCmd}} {
 		out, err := exec.Command(goTool(), "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
