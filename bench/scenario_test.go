@@ -205,7 +205,14 @@ func TestMergeAndRatio(t *testing.T) {
 	assert.Contains(t, buf.String(), "2 rails even")
 	buf.Reset()
 	require.NoError(t, tab.Write(&buf, "csv"))
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	all := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	assert.Equal(t, tab.Title, all[0], "title and header lines first, as comments")
+	var lines []string
+	for _, l := range all {
+		if !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
 	assert.Len(t, lines, 3)
 	assert.True(t, strings.HasPrefix(lines[0], "config,"))
 	buf.Reset()

@@ -232,7 +232,11 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 // emit prints the results in the chosen format and plots them (through goarmci-plot).
 func emit(w, stderr io.Writer, f *benchFlags, results []*bench.Result) error {
 	var plots []bench.PlotRequest
+	run := bench.CurrentRun()
 	for i, r := range results {
+		if r.Run == nil { // compare, barrier sweeps: made here, not by a rank
+			r.Run = run
+		}
 		if i > 0 && f.format != "csv" {
 			fmt.Fprintln(w)
 		}

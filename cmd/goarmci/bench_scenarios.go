@@ -572,13 +572,20 @@ func (o scenarioOutput) emit(w, stderr io.Writer, f *scenarioFlags) error {
 		}
 		first = false
 	}
+	run := bench.CurrentRun()
 	for _, r := range o.results {
+		if r.Run == nil {
+			r.Run = run
+		}
 		sep()
 		if err := r.Write(w, f.format); err != nil {
 			return err
 		}
 	}
 	for _, t := range o.tables {
+		if t.Run == nil {
+			t.Run = run
+		}
 		sep()
 		if err := t.Write(w, f.format); err != nil {
 			return err
