@@ -15,7 +15,7 @@ func TestParseSizes(t *testing.T) {
 	got, err := ParseSizes("8, 1k,1MiB,4m,65536,2g")
 	require.NoError(t, err)
 	assert.Equal(t, []int{8, 1 << 10, 1 << 20, 4 << 20, 65536, 2 << 30}, got)
-	for _, bad := range []string{"x", "-1", "1q", "4mm"} {
+	for _, bad := range []string{"x", "-1", "1q", "4mm", "1MB", "16kb", "2T"} {
 		_, err := ParseSizes(bad)
 		assert.ErrorIs(t, err, ErrOptions, bad)
 	}

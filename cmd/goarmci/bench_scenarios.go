@@ -88,7 +88,7 @@ func (f *scenarioFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.counts, "counts", "", "rails: rail counts to measure (comma list; default 1..R)")
 	fs.StringVar(&f.rate, "rate", "400mbit", "tbf rate per rail on each host's egress (tc syntax), or one per rail (100mbit,300mbit); none = unlimited")
 	fs.StringVar(&f.policies, "policies", "auto,even,adaptive,bss,round-robin,binding", "stripe policies (GOARMCI_STRIPE_POLICY specs, comma list)")
-	fs.StringVar(&f.sizes, "sizes", "", "message sizes (comma list, k/m suffixes; default rails: 1m,4m, interleave: 1k..4m)")
+	fs.StringVar(&f.sizes, "sizes", "", "message sizes (comma list; K = KiB, M = MiB; kB/MB rejected; default rails: 1m,4m, interleave: 1k..4m)")
 	fs.StringVar(&f.latSizes, "lat-sizes", "8,1m", "rails: sizes whose latency is measured")
 	fs.StringVar(&f.bytes, "bytes", "32m", "data per bandwidth point (sets the iterations)")
 	fs.IntVar(&f.window, "window", 0, "non-blocking operations per completion (default rails 8, hotspot/fault 1)")
