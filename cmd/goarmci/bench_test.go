@@ -121,3 +121,22 @@ func TestBenchUsageErrors(t *testing.T) {
 	assert.Contains(t, out, "put_latency")
 	assert.Contains(t, out, "ga_read_inc")
 }
+
+func TestBenchHelpListsEveryBenchmark(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		code, out, errOut := runCLI(t, "bench", h)
+		require.Equal(t, 0, code, errOut)
+		names := append(append(bench.Names(), "ga"), bench.ScenarioNames()...)
+		for _, n := range names {
+			assert.Regexp(t, `(?m)^  `+n+` +\S`, out, "%s lists %s", h, n)
+		}
+		assert.Contains(t, out, "-plot")
+		assert.Contains(t, out, "-np")
+	}
+	// goarmci help bench shows the list too.
+	code, out, _ := runCLI(t, "help", "bench")
+	require.Equal(t, 0, code)
+	for _, n := range bench.Names() {
+		assert.Contains(t, out, "  "+n+" ")
+	}
+}

@@ -119,6 +119,11 @@ func TestRunBadArguments(t *testing.T) {
 	require.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-np must be a positive number of ranks")
 
+	code, _, errOut = runCLI(t, "run", rankExe)
+	require.Equal(t, 2, code)
+	assert.Contains(t, errOut, "run: missing -np N")
+	assert.NotContains(t, errOut, "got 0")
+
 	code, _, errOut = runCLI(t, "run", "-np", "1", "./testdata/does-not-exist")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "does-not-exist")
