@@ -44,6 +44,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 		Sync:      string(o.Sync),
 		Transport: rt.TransportTo(min(target, rt.Size()-1)),
 		Ranks:     rt.Size(),
+		Run:       CurrentRun(),
 	}
 	if s.Kind == Bandwidth {
 		res.Columns = []string{ColBandwidth}

@@ -25,6 +25,8 @@ type Result struct {
 	Sync      string   `json:"sync,omitempty"`
 	Transport string   `json:"transport,omitempty"`
 	Ranks     int      `json:"ranks,omitempty"`
+	// Run is the goarmci build and the machine that produced the result (CurrentRun).
+	Run *RunInfo `json:"run,omitempty"`
 }
 
 // Row is one line: the key (message size in bytes, or number of ranks) and one value per column.
@@ -45,14 +47,12 @@ const (
 	fieldWidth = 18
 )
 
-// WriteText writes r as OSU text: the title and header comment lines, the column header
-// ("# Size          Latency (us)") and one row per size with two decimals.
+// WriteText writes r as OSU text: the title and header comment lines (the Header, a
+// "Transport:" line if the Header has none, the "Version:" and "Machine:" lines of Run), the
+// column header ("# Size          Latency (us)") and one row per size with two decimals.
 func (r *Result) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, r.Title)
-	for _, h := range r.Header {
-		fmt.Fprintln(bw, "# "+h)
-	}
+	r.writeComments(bw)
 	fmt.Fprintf(bw, "%-*s", keyWidth, "# "+r.keyLabel())
 	for _, c := range r.Columns {
 		fmt.Fprintf(bw, "%*s", max(fieldWidth, len(c)+2), c)
@@ -79,8 +79,23 @@ func (r *Result) keyLabel() string {
 	return r.KeyLabel
 }
 
-// WriteCSV writes a header line (size, then the columns) and one record per row.
+// writeComments writes the title and the header lines as "#" comment lines.
+func (r *Result) writeComments(w io.Writer) {
+	fmt.Fprintln(w, r.Title)
+	for _, h := range headerLines(r.Header, r.Transport, r.Ranks, r.Run) {
+		fmt.Fprintln(w, "# "+h)
+	}
+}
+
+// WriteCSV writes the title and header lines as "#" comments (as in the text format; a CSV
+// reader skips them with Comment = '#'), a header record (size, then the columns) and one
+// record per row.
 func (r *Result) WriteCSV(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	r.writeComments(bw)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
 	cw := csv.NewWriter(w)
 	rec := append([]string{strings.ToLower(r.keyLabel())}, r.Columns...)
 	if err := cw.Write(rec); err != nil {
@@ -183,8 +198,14 @@ func ParseOSU(rd io.Reader) (*Result, error) {
 		return nil, fmt.Errorf("%w: %d header lines, want a title and a column header", ErrParse, len(comments))
 	}
 	r.Title = comments[0]
+	var run RunInfo
 	for _, c := range comments[1 : len(comments)-1] {
-		r.Header = append(r.Header, strings.TrimSpace(strings.TrimPrefix(c, "#")))
+		h := strings.TrimSpace(strings.TrimPrefix(c, "#"))
+		if run.parseRunLine(h) {
+			r.Run = &run
+			continue
+		}
+		r.Header = append(r.Header, h)
 	}
 	label, cols, err := splitColumns(comments[len(comments)-1])
 	if err != nil {

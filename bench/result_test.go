@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -85,7 +84,10 @@ func TestCSVAndJSONShapes(t *testing.T) {
 	}
 	var b bytes.Buffer
 	require.NoError(t, r.Write(&b, "csv"))
-	recs, err := csv.NewReader(&b).ReadAll()
+	assert.True(t, strings.HasPrefix(b.String(), "# OSU MPI_Put Bandwidth Test (goarmci)\n# Window creation: ARMCI_Malloc\n"), "header lines as comments: %q", b.String())
+	cr := csv.NewReader(&b)
+	cr.Comment = '#'
+	recs, err := cr.ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 4)
 	assert.Equal(t, []string{"size", bench.ColBandwidth, bench.ColMemcpy}, recs[0])
@@ -102,17 +104,6 @@ func TestCSVAndJSONShapes(t *testing.T) {
 		assert.Contains(t, raw, k)
 	}
 	assert.ErrorIs(t, r.Write(&b, "xml"), bench.ErrOptions)
-}
-
-func TestPNG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "put_bw.png")
-	require.NoError(t, sample().WritePNG(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Greater(t, len(b), 8)
-	assert.Equal(t, "\x89PNG", string(b[:4]))
-	empty := &bench.Result{Title: "# x", Columns: []string{"a"}}
-	assert.ErrorIs(t, empty.WritePNG(path), bench.ErrOptions)
 }
 
 func TestOSUCountsAndSizes(t *testing.T) {
@@ -152,4 +143,59 @@ func TestPatchShape(t *testing.T) {
 		assert.Equal(t, [2]int{c.r, c.c}, [2]int{r, cc}, "%d elements, %d columns", c.elems, c.bcols)
 		assert.Equal(t, c.elems, r*cc)
 	}
+}
+
+func TestRunInfoInEveryFormat(t *testing.T) {
+	r := sample()
+	r.Transport, r.Ranks = "shm", 2
+	r.Run = &bench.RunInfo{Version: "v1.0.0 revision 0123abcd", GoVersion: "go1.26.8", Host: "node7", Platform: "linux/amd64", CPUs: 2, CPU: "Test CPU", Kernel: "6.1.0"}
+	want := []string{
+		"# OSU MPI_Put Bandwidth Test (goarmci)",
+		"# Window creation: ARMCI_Malloc",
+		"# Synchronization: flush",
+		"# Transport: shm, 2 ranks",
+		"# Version: goarmci v1.0.0 revision 0123abcd, go1.26.8",
+		"# Machine: node7, linux/amd64, 2 CPUs, Test CPU, kernel 6.1.0",
+	}
+	for _, format := range []string{"text", "csv"} {
+		var b bytes.Buffer
+		require.NoError(t, r.Write(&b, format))
+		lines := strings.Split(b.String(), "\n")
+		require.Greater(t, len(lines), len(want))
+		assert.Equal(t, want, lines[:len(want)], format)
+	}
+	// A header that names the transport already keeps its own line.
+	r2 := sample()
+	r2.Transport, r2.Header = "tcp", []string{"Transport: tcp, 4 ranks, sync fence"}
+	var b bytes.Buffer
+	require.NoError(t, r2.WriteText(&b))
+	assert.Equal(t, 1, strings.Count(b.String(), "Transport:"))
+
+	b.Reset()
+	require.NoError(t, r.Write(&b, "json"))
+	var raw map[string]map[string]any
+	var tmp map[string]any
+	require.NoError(t, json.Unmarshal(b.Bytes(), &tmp))
+	runJSON, _ := json.Marshal(tmp["run"])
+	require.NoError(t, json.Unmarshal([]byte(`{"run":`+string(runJSON)+`}`), &raw))
+	assert.Equal(t, "v1.0.0 revision 0123abcd", raw["run"]["version"])
+	assert.Equal(t, "go1.26.8", raw["run"]["go_version"])
+	assert.Equal(t, "node7", raw["run"]["host"])
+	assert.Equal(t, "shm", tmp["transport"])
+	assert.Equal(t, 2.0, tmp["ranks"])
+
+	// Text read back: the run lines become Run again, not Header lines.
+	b.Reset()
+	require.NoError(t, r.WriteText(&b))
+	back, err := bench.ParseOSU(&b)
+	require.NoError(t, err)
+	require.NotNil(t, back.Run)
+	assert.Equal(t, "v1.0.0 revision 0123abcd", back.Run.Version)
+	assert.Equal(t, "go1.26.8", back.Run.GoVersion)
+	assert.NotContains(t, strings.Join(back.Header, "|"), "Version:")
+
+	cur := bench.CurrentRun()
+	assert.Equal(t, runtime.Version(), cur.GoVersion)
+	assert.Equal(t, runtime.NumCPU(), cur.CPUs)
+	assert.NotEmpty(t, cur.Version)
 }

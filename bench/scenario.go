@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/goarmci/goarmci/internal/config"
 )
 
 // Scenario benchmarks (DESIGN.md §7) run a two-rank job across two hosts of the multi-rail
@@ -124,8 +126,8 @@ func PowersOfTwo(lo, hi int) []int {
 	return out
 }
 
-// ParseSizes reads a comma list of sizes ("8,1MiB,4m,65536"; k/m/g and KiB/MiB/GiB are powers
-// of 1024). Errors wrap ErrOptions.
+// ParseSizes reads a comma list of sizes ("8,1MiB,4m,65536"), each as ParseSize. Errors wrap
+// ErrOptions.
 func ParseSizes(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
@@ -142,25 +144,18 @@ func ParseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// ParseSize reads one size in bytes: a number with an optional k, m, g (KiB, MiB, GiB) suffix.
-// Errors wrap ErrOptions.
+// ParseSize reads one size in bytes, up to 1 TiB, with goarmci's one convention for byte
+// counts (the GOARMCI_* knobs' too): binary units K = KiB, M = MiB, G = GiB; decimal units
+// (kB, MB) are rejected. Errors wrap ErrOptions.
 func ParseSize(f string) (int, error) {
-	l := strings.ToLower(strings.TrimSpace(f))
-	mult := 1
-	for _, suf := range []struct {
-		s string
-		m int
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(l, suf.s) {
-			l, mult = strings.TrimSuffix(l, suf.s), suf.m
-			break
-		}
+	n, err := config.ParseBytes(f)
+	if err != nil {
+		return 0, fmt.Errorf("%w: size %q: %v", ErrOptions, f, err)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(l))
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("%w: size %q", ErrOptions, f)
+	if n > 1<<40 {
+		return 0, fmt.Errorf("%w: size %q is above 1TiB", ErrOptions, f)
 	}
-	return n * mult, nil
+	return int(n), nil
 }
 
 // ParseRate reads a tc rate ("400mbit", "1gbit", "100kbit", "50mbps" = bytes) and returns it in

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +15,7 @@ func TestParseSizes(t *testing.T) {
 	got, err := ParseSizes("8, 1k,1MiB,4m,65536,2g")
 	require.NoError(t, err)
 	assert.Equal(t, []int{8, 1 << 10, 1 << 20, 4 << 20, 65536, 2 << 30}, got)
-	for _, bad := range []string{"x", "-1", "1q", "4mm"} {
+	for _, bad := range []string{"x", "-1", "1q", "4mm", "1MB", "16kb", "2T"} {
 		_, err := ParseSizes(bad)
 		assert.ErrorIs(t, err, ErrOptions, bad)
 	}
@@ -159,9 +158,10 @@ func TestTimelineOf(t *testing.T) {
 	_, err = TimelineOf(&Result{Columns: []string{ColLatency}})
 	assert.ErrorIs(t, err, ErrParse)
 
-	png := filepath.Join(t.TempDir(), "tl.png")
-	require.NoError(t, WriteTimelinePNG(png, "t", []Series{{Name: "x", TL: tl}}, []Event{{Name: "cut", Ms: 15}}))
-	assert.ErrorIs(t, WriteTimelinePNG(png, "t", nil, nil), ErrOptions)
+	req := TimelinePlot("tl.png", "t", []Series{{Name: "x", TL: Timeline{End: []float64{1, math.NaN(), 3}, BW: []float64{5, 6, math.Inf(1)}, Dur: []float64{1, 2, 3}}}}, nil)
+	assert.Equal(t, []Series{{Name: "x", TL: Timeline{End: []float64{1}, BW: []float64{5}}}}, req.Series, "only finite points, no durations")
+	_, err = json.Marshal(req)
+	assert.NoError(t, err)
 }
 
 func railRun(put, get, plat, glat []float64) *Result {
@@ -205,7 +205,14 @@ func TestMergeAndRatio(t *testing.T) {
 	assert.Contains(t, buf.String(), "2 rails even")
 	buf.Reset()
 	require.NoError(t, tab.Write(&buf, "csv"))
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	all := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	assert.Equal(t, tab.Title, all[0], "title and header lines first, as comments")
+	var lines []string
+	for _, l := range all {
+		if !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
 	assert.Len(t, lines, 3)
 	assert.True(t, strings.HasPrefix(lines[0], "config,"))
 	buf.Reset()

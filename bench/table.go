@@ -20,6 +20,7 @@ type Table struct {
 	Key     string     `json:"key"`
 	Columns []string   `json:"columns"`
 	Rows    []TableRow `json:"rows"`
+	Run     *RunInfo   `json:"run,omitempty"` // the goarmci build and the machine (CurrentRun)
 }
 
 // TableRow is one row: its key and one value per column (NaN = not measured, printed "-").
@@ -42,16 +43,21 @@ func (r TableRow) MarshalJSON() ([]byte, error) {
 	}{r.Key, vals})
 }
 
+// writeComments writes the title and the header lines (with the Run lines) as "#" comments.
+func (t *Table) writeComments(w io.Writer) {
+	fmt.Fprintln(w, t.Title)
+	for _, h := range headerLines(t.Header, "", 0, t.Run) {
+		fmt.Fprintln(w, "# "+h)
+	}
+}
+
 // Write writes t as text (the OSU layout with a text key column), csv or json. Errors wrap
 // ErrOptions for another format.
 func (t *Table) Write(w io.Writer, format string) error {
 	switch format {
 	case "", "text", "osu":
 		bw := bufio.NewWriter(w)
-		fmt.Fprintln(bw, t.Title)
-		for _, h := range t.Header {
-			fmt.Fprintln(bw, "# "+h)
-		}
+		t.writeComments(bw)
 		kw := len(t.Key) + 2
 		for _, r := range t.Rows {
 			kw = max(kw, len(r.Key)+2)
@@ -78,6 +84,11 @@ func (t *Table) Write(w io.Writer, format string) error {
 		}
 		return bw.Flush()
 	case "csv":
+		bw := bufio.NewWriter(w)
+		t.writeComments(bw)
+		if err := bw.Flush(); err != nil {
+			return err
+		}
 		cw := csv.NewWriter(w)
 		rec := append([]string{strings.ToLower(t.Key)}, t.Columns...)
 		if err := cw.Write(rec); err != nil {

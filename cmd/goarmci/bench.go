@@ -28,24 +28,41 @@ import (
 // launching command instead of formatting them.
 const childFlag = "-child-json"
 
-const benchUsage = `usage: goarmci bench NAME [flags]
+// benchUsage is the usage text of goarmci bench, listing every benchmark.
+func benchUsage() string {
+	var b strings.Builder
+	b.WriteString(`usage: goarmci bench NAME [flags]
        goarmci bench compare NAME [flags]
        goarmci bench list
-
-NAME is one of the OSU one-sided benchmarks put_latency, get_latency, put_bw, get_bw,
-put_bibw, acc_latency, fop_latency, cas_latency, get_acc_latency; barrier (latency of each
-barrier algorithm for 2..np ranks); ga (NGA Put/Get/Acc, Read_inc, Sync) or one of ga_put,
-ga_get, ga_acc, ga_read_inc, ga_sync. Scenarios on the multi-rail testbed (root): rails,
-hotspot, fault, interleave (goarmci bench rails -h).
 
 Without a launcher, bench starts -np ranks of itself on this host (as goarmci run does); under
 goarmci run, srun or mpirun it runs as one rank of that job and rank 0 prints the table.
 compare runs goarmci and every C peer of bench/peers that can be built here (Open MPI and
 MPICH one-sided, Global Arrays/ARMCI), alternating, and prints the medians side by side with
-goarmci's ratio to each.
+goarmci's ratio to each. -plot FILE.png draws the table with goarmci-plot (a separate command:
+go install github.com/goarmci/goarmci/cmd/goarmci-plot@latest).
 
-Flags (single or double dash):
-`
+Benchmarks (NAME):
+`)
+	for _, l := range benchList() {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("\nFlags (single or double dash):\n")
+	return b.String()
+}
+
+// benchList is one line per benchmark: its name and what it measures.
+func benchList() []string {
+	var out []string
+	for _, s := range bench.Specs() {
+		out = append(out, fmt.Sprintf("%-16s %s", s.Name, strings.TrimPrefix(s.Title, "# ")))
+	}
+	out = append(out, fmt.Sprintf("%-16s %s", "ga", "all of "+strings.Join(bench.GASuite, ", ")))
+	for _, n := range bench.ScenarioNames() {
+		out = append(out, fmt.Sprintf("%-16s %s", n, "scenario on the multi-rail netns testbed (root; goarmci bench "+n+" -h)"))
+	}
+	return out
+}
 
 // benchFlags are the command line of `goarmci bench`.
 type benchFlags struct {
@@ -109,6 +126,7 @@ func newBenchCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench list",
 		Short:              "OSU one-sided microbenchmarks, GA and barrier benchmarks, side by side with MPI and GA",
+		Long:               strings.TrimSuffix(benchUsage(), "\nFlags (single or double dash):\n") + "\n(goarmci bench -h also lists the flags)",
 		DisableFlagParsing: true, // Go-style flags: -np 2 and --np 2 alike, as the OSU tools
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
@@ -127,9 +145,14 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 	var f benchFlags
 	fs := flag.NewFlagSet("goarmci bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout) // asked for: the usage is the output
+		}
+	}
 	f.set(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
+		fmt.Fprint(fs.Output(), benchUsage())
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after NAME.
@@ -171,12 +194,8 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		return usageError("bench: -np must be positive, got %d", f.np)
 	}
 	if pos[0] == "list" {
-		for _, s := range bench.Specs() {
-			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, strings.TrimPrefix(s.Title, "# "))
-		}
-		fmt.Fprintf(stdout, "%-16s %s\n", "ga", "all of "+strings.Join(bench.GASuite, ", "))
-		for _, n := range bench.ScenarioNames() {
-			fmt.Fprintf(stdout, "%-16s %s\n", n, "scenario on the multi-rail netns testbed (root; goarmci bench "+n+" -h)")
+		for _, l := range benchList() {
+			fmt.Fprintln(stdout, l)
 		}
 		return nil
 	}
@@ -207,7 +226,7 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		if compare {
 			return usageError("bench: compare launches its own jobs; run it outside a launcher")
 		}
-		return benchRank(ctx, stdout, &f, names)
+		return benchRank(ctx, stdout, stderr, &f, names)
 	}
 	if compare {
 		return benchCompare(ctx, stdout, stderr, &f, name, names)
@@ -226,12 +245,17 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 	}
-	return emit(stdout, &f, results)
+	return emit(stdout, stderr, &f, results)
 }
 
-// emit prints the results in the chosen format and plots them.
-func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
+// emit prints the results in the chosen format and plots them (through goarmci-plot).
+func emit(w, stderr io.Writer, f *benchFlags, results []*bench.Result) error {
+	var plots []bench.PlotRequest
+	run := bench.CurrentRun()
 	for i, r := range results {
+		if r.Run == nil { // compare, barrier sweeps: made here, not by a rank
+			r.Run = run
+		}
 		if i > 0 && f.format != "csv" {
 			fmt.Fprintln(w)
 		}
@@ -241,19 +265,19 @@ func emit(w io.Writer, f *benchFlags, results []*bench.Result) error {
 		if f.plot != "" {
 			path := f.plot
 			if len(results) > 1 {
-				ext := filepath.Ext(path)
-				path = strings.TrimSuffix(path, ext) + "_" + r.Name + ext
+				path = suffixPath(path, r.Name)
 			}
-			if err := r.WritePNG(path); err != nil {
-				return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
-			}
+			plots = append(plots, bench.PlotRequest{Path: path, Result: r})
 		}
+	}
+	if err := renderPlots(stderr, plots); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
 	}
 	return nil
 }
 
 // benchRank runs the benchmarks as one rank of a launched job.
-func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []string) error {
+func benchRank(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, names []string) error {
 	cfg := &rma.Config{}
 	if f.transportSet {
 		cfg.Transport = rma.Transport(f.transport)
@@ -294,7 +318,7 @@ func benchRank(ctx context.Context, stdout io.Writer, f *benchFlags, names []str
 	if f.child {
 		return json.NewEncoder(stdout).Encode(results)
 	}
-	return emit(stdout, f, results)
+	return emit(stdout, stderr, f, results)
 }
 
 // launchBench starts np ranks of this executable running the benchmarks and returns rank 0's
@@ -451,5 +475,5 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		res.Header = append(res.Header, fmt.Sprintf("Transport: %s, %d ranks, sync %s", f.transport, f.np, o.Sync))
 		results = append(results, res)
 	}
-	return emit(stdout, f, results)
+	return emit(stdout, stderr, f, results)
 }

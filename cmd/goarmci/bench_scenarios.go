@@ -88,7 +88,7 @@ func (f *scenarioFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.counts, "counts", "", "rails: rail counts to measure (comma list; default 1..R)")
 	fs.StringVar(&f.rate, "rate", "400mbit", "tbf rate per rail on each host's egress (tc syntax), or one per rail (100mbit,300mbit); none = unlimited")
 	fs.StringVar(&f.policies, "policies", "auto,even,adaptive,bss,round-robin,binding", "stripe policies (GOARMCI_STRIPE_POLICY specs, comma list)")
-	fs.StringVar(&f.sizes, "sizes", "", "message sizes (comma list, k/m suffixes; default rails: 1m,4m, interleave: 1k..4m)")
+	fs.StringVar(&f.sizes, "sizes", "", "message sizes (comma list; K = KiB, M = MiB; kB/MB rejected; default rails: 1m,4m, interleave: 1k..4m)")
 	fs.StringVar(&f.latSizes, "lat-sizes", "8,1m", "rails: sizes whose latency is measured")
 	fs.StringVar(&f.bytes, "bytes", "32m", "data per bandwidth point (sets the iterations)")
 	fs.IntVar(&f.window, "window", 0, "non-blocking operations per completion (default rails 8, hotspot/fault 1)")
@@ -331,7 +331,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) e
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("bench %s: %w", f.name, err)}
 	}
-	return out.emit(stdout, f)
+	return out.emit(stdout, stderr, f)
 }
 
 // scenarioRank runs the ranks' part and prints rank 0's results as JSON.
@@ -561,10 +561,10 @@ next:
 type scenarioOutput struct {
 	results []*bench.Result
 	tables  []*bench.Table
-	plot    func(path string) error
+	plots   func(path string) []bench.PlotRequest
 }
 
-func (o scenarioOutput) emit(w io.Writer, f *scenarioFlags) error {
+func (o scenarioOutput) emit(w, stderr io.Writer, f *scenarioFlags) error {
 	first := true
 	sep := func() {
 		if !first && f.format != "csv" {
@@ -572,20 +572,27 @@ func (o scenarioOutput) emit(w io.Writer, f *scenarioFlags) error {
 		}
 		first = false
 	}
+	run := bench.CurrentRun()
 	for _, r := range o.results {
+		if r.Run == nil {
+			r.Run = run
+		}
 		sep()
 		if err := r.Write(w, f.format); err != nil {
 			return err
 		}
 	}
 	for _, t := range o.tables {
+		if t.Run == nil {
+			t.Run = run
+		}
 		sep()
 		if err := t.Write(w, f.format); err != nil {
 			return err
 		}
 	}
-	if f.plot != "" && o.plot != nil {
-		if err := o.plot(f.plot); err != nil {
+	if f.plot != "" && o.plots != nil {
+		if err := renderPlots(stderr, o.plots(f.plot)); err != nil {
 			return &exitError{code: 1, err: fmt.Errorf("bench: plot: %w", err)}
 		}
 	}
@@ -645,13 +652,12 @@ func (s *scenario) rails(ctx context.Context) (scenarioOutput, error) {
 			"# goarmci multi-rail Put Latency Test (us)", "# goarmci multi-rail Get Latency Test (us)"}, header)
 	ratio := bench.RatioTable(runs, names, railsOf, s.summedRate)
 	out := scenarioOutput{results: tables, tables: []*bench.Table{ratio}}
-	out.plot = func(path string) error {
+	out.plots = func(path string) []bench.PlotRequest {
+		var reqs []bench.PlotRequest
 		for i, tag := range []string{"put_bw", "get_bw"} {
-			if err := tables[i].WritePNG(suffixPath(path, tag)); err != nil {
-				return err
-			}
+			reqs = append(reqs, bench.PlotRequest{Path: suffixPath(path, tag), Result: tables[i]})
 		}
-		return nil
+		return reqs
 	}
 	return out, nil
 }
@@ -683,13 +689,12 @@ func (s *scenario) interleave(ctx context.Context) (scenarioOutput, error) {
 		jr.res.Header = append(jr.res.Header, s.rateHeader([]int{n})...)
 		out.results = append(out.results, jr.res)
 	}
-	out.plot = func(path string) error {
+	out.plots = func(path string) []bench.PlotRequest {
+		var reqs []bench.PlotRequest
 		for i, r := range out.results {
-			if err := r.WritePNG(suffixPath(path, fmt.Sprintf("%drails", counts[i]))); err != nil {
-				return err
-			}
+			reqs = append(reqs, bench.PlotRequest{Path: suffixPath(path, fmt.Sprintf("%drails", counts[i])), Result: r})
 		}
-		return nil
+		return reqs
 	}
 	return out, nil
 }
@@ -759,9 +764,9 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 	if s.f.timelines || s.f.format != "text" {
 		out.results = timelines
 	}
-	out.plot = func(path string) error {
-		return bench.WriteTimelinePNG(path, fmt.Sprintf("%s of %s, rail %d cut to 1/%g", s.f.op, s.f.size, s.f.cutRail, s.f.cutFactor),
-			series, []bench.Event{{Name: "rate cut", Ms: ev}})
+	out.plots = func(path string) []bench.PlotRequest {
+		return []bench.PlotRequest{bench.TimelinePlot(path, fmt.Sprintf("%s of %s, rail %d cut to 1/%g", s.f.op, s.f.size, s.f.cutRail, s.f.cutFactor),
+			series, []bench.Event{{Name: "rate cut", Ms: ev}})}
 	}
 	return out, nil
 }
@@ -833,8 +838,8 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 	if s.f.timelines || s.f.format != "text" {
 		out.results = timelines
 	}
-	out.plot = func(path string) error {
-		return bench.WriteTimelinePNG(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)
+	out.plots = func(path string) []bench.PlotRequest {
+		return []bench.PlotRequest{bench.TimelinePlot(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -40,6 +41,8 @@ func TestBenchPutBwParsesAsOSUText(t *testing.T) {
 	res, err := bench.ParseOSU(strings.NewReader(out))
 	require.NoError(t, err, out)
 	assert.Equal(t, "# OSU MPI_Put Bandwidth Test (goarmci)", res.Title)
+	require.NotNil(t, res.Run, "the Version and Machine lines")
+	assert.Equal(t, runtime.Version(), res.Run.GoVersion)
 	assert.Equal(t, "Size", res.KeyLabel)
 	assert.Equal(t, []string{"Bandwidth (MB/s)"}, res.Columns)
 	require.Len(t, res.Rows, 13) // 1 B .. 4 KiB
@@ -56,7 +59,14 @@ func TestBenchPutBwParsesAsOSUText(t *testing.T) {
 func TestBenchFormatsAndPlot(t *testing.T) {
 	code, out, errOut := benchCLI(t, "get_latency", "--iterations=5", "-max-size", "8", "-format", "csv", "-sync", "lock")
 	require.Equal(t, 0, code, errOut)
-	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	assert.True(t, strings.HasPrefix(out, "# OSU MPI_Get Latency Test (goarmci)\n"), out)
+	assert.Contains(t, out, "\n# Transport: shm, 2 ranks\n")
+	assert.Contains(t, out, "\n# Version: goarmci (devel)")
+	assert.Contains(t, out, ", "+runtime.Version()+"\n")
+	assert.Contains(t, out, "\n# Machine: ")
+	cr := csv.NewReader(strings.NewReader(out))
+	cr.Comment = '#'
+	recs, err := cr.ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 5)
 	assert.Equal(t, []string{"size", "Latency (us)"}, recs[0])
@@ -69,6 +79,13 @@ func TestBenchFormatsAndPlot(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	assert.Equal(t, "fop_latency", res.Name)
 	assert.Equal(t, "tcp", res.Transport)
+	assert.Equal(t, 2, res.Ranks)
+	require.NotNil(t, res.Run)
+	assert.Equal(t, runtime.Version(), res.Run.GoVersion)
+	assert.Equal(t, runtime.NumCPU(), res.Run.CPUs)
+	assert.True(t, strings.HasPrefix(res.Run.Version, "(devel)"), res.Run.Version)
+	host, _ := os.Hostname()
+	assert.Equal(t, host, res.Run.Host)
 	require.Len(t, res.Rows, 1)
 	assert.Equal(t, 8, res.Rows[0].Size)
 	b, err := os.ReadFile(png)
@@ -103,4 +120,23 @@ func TestBenchUsageErrors(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "put_latency")
 	assert.Contains(t, out, "ga_read_inc")
+}
+
+func TestBenchHelpListsEveryBenchmark(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		code, out, errOut := runCLI(t, "bench", h)
+		require.Equal(t, 0, code, errOut)
+		names := append(append(bench.Names(), "ga"), bench.ScenarioNames()...)
+		for _, n := range names {
+			assert.Regexp(t, `(?m)^  `+n+` +\S`, out, "%s lists %s", h, n)
+		}
+		assert.Contains(t, out, "-plot")
+		assert.Contains(t, out, "-np")
+	}
+	// goarmci help bench shows the list too.
+	code, out, _ := runCLI(t, "help", "bench")
+	require.Equal(t, 0, code)
+	for _, n := range bench.Names() {
+		assert.Contains(t, out, "  "+n+" ")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -22,9 +23,10 @@ func newInfoCmd() *cobra.Command {
 		Short: "print the launcher detected, every configuration knob, network interfaces and providers",
 		Long: `info prints what a rank started here would see: the launcher detected and this
 process's rank and size; every GOARMCI_* knob with its value, default, type, unit and doc;
-warnings about unknown GOARMCI_* variables; network interfaces with their link state; and the
+the convention of byte sizes; warnings about unknown GOARMCI_* variables; network interfaces with their link state; and the
 sections other packages register (devices, ports, rails, providers). It exits 1 when the
-environment has a bad value.`,
+environment has a bad value (every bad value is named, after the whole report), 0 otherwise;
+unknown GOARMCI_* variables are warnings, not errors.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError("info: takes no arguments, got %q", args)
@@ -75,8 +77,19 @@ func writeInfo(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, orDash(val), orDash(k.Default), k.Type, orDash(k.Unit), k.Doc)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "sizes: %s\n", config.ByteSizes)
 	for _, wn := range warns {
 		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+	// Launcher variables the bootstrap does not read without the others are still checked.
+	for _, k := range config.Knobs() {
+		if v, set := os.LookupEnv(k.Name); k.Launcher && k.Type == "int" && set && v != "" {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 {
+				msg := fmt.Sprintf("config: bad value: %s=%q: want a non-negative integer", k.Name, v)
+				problems = append(problems, msg)
+				fmt.Fprintf(w, "error: %s\n", msg)
+			}
+		}
 	}
 
 	fmt.Fprintln(w, "\n== network interfaces")

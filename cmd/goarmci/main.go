@@ -2,8 +2,11 @@
 //
 //	goarmci run -np N [--timeout D] [--transport auto|shm|tcp] PROGRAM|PACKAGE [args...]
 //	goarmci info
+//	goarmci bench NAME [flags]
+//	goarmci version (or goarmci --version)
 //
-// See DESIGN §4 (launching) and §5 (configuration and introspection).
+// Plots of bench results are drawn by goarmci-plot, a separate command, so that goarmci's
+// build does not include the plotting stack.
 package main
 
 import (

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/goarmci/goarmci/internal/config"
 )
 
 // exitError carries a process exit code out of a subcommand.
@@ -42,7 +44,9 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w\n%s", err, c.UsageString())}
 	})
-	root.AddCommand(newRunCmd(), newInfoCmd(), newBenchCmd())
+	root.Version = config.BuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newRunCmd(), newInfoCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

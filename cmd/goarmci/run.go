@@ -46,6 +46,9 @@ exit code (128+signal for a rank killed by a signal, 124 when --timeout expires)
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("np") {
+				return usageError("run: missing -np N (the number of ranks), e.g. goarmci run -np 4 %s", args[0])
+			}
 			if f.np <= 0 {
 				return usageError("run: -np must be a positive number of ranks, got %d", f.np)
 			}

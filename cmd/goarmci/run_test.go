@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 	}
 	rankExe = filepath.Join(dir, "rank")
 	goarmciExe = filepath.Join(dir, "goarmci")
-	for _, b := range [][2]string{{rankExe, "./testdata/rank"}, {goarmciExe, "."}} {
+	// goarmci-plot beside goarmci, where bench -plot looks first.
+	for _, b := range [][2]string{{rankExe, "./testdata/rank"}, {goarmciExe, "."}, {filepath.Join(dir, plotCmd), "../" + plotCmd}} {
 		out, err := exec.Command(goTool(), "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
@@ -117,6 +118,11 @@ func TestRunBadArguments(t *testing.T) {
 	code, _, errOut := runCLI(t, "run", "-np", "0", rankExe)
 	require.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-np must be a positive number of ranks")
+
+	code, _, errOut = runCLI(t, "run", rankExe)
+	require.Equal(t, 2, code)
+	assert.Contains(t, errOut, "run: missing -np N")
+	assert.NotContains(t, errOut, "got 0")
 
 	code, _, errOut = runCLI(t, "run", "-np", "1", "./testdata/does-not-exist")
 	assert.Equal(t, 1, code)

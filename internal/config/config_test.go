@@ -183,7 +183,7 @@ func TestSetGetValidate(t *testing.T) {
 
 func TestParseBytes(t *testing.T) {
 	good := map[string]int64{"0": 0, "4096": 4096, "16K": 16 << 10, "16KiB": 16 << 10, "1mib": 1 << 20,
-		"2G": 2 << 30, "1kB": 1000, "3MB": 3e6, "7b": 7, " 8 KiB ": 8 << 10}
+		"2G": 2 << 30, "1M": 1 << 20, "1MiB": 1 << 20, "3m": 3 << 20, "1T": 1 << 40, "7b": 7, " 8 KiB ": 8 << 10}
 	for s, want := range good {
 		got, err := ParseBytes(s)
 		require.NoError(t, err, s)
@@ -193,6 +193,19 @@ func TestParseBytes(t *testing.T) {
 		_, err := ParseBytes(s)
 		assert.Error(t, err, s)
 	}
+	// One convention: decimal units are rejected, with the binary spelling in the message.
+	for s, hint := range map[string]string{"1MB": "1MiB", "16kB": "16KiB", "2gb": "2GiB", "1 TB": "1TiB"} {
+		_, err := ParseBytes(s)
+		require.Error(t, err, s)
+		assert.Contains(t, err.Error(), hint, s)
+		assert.Contains(t, err.Error(), "ambiguous", s)
+	}
+	var c Config
+	err := c.Set("GOARMCI_STRIPE_THRESHOLD", "1MB")
+	assert.ErrorIs(t, err, ErrBadValue)
+	require.NoError(t, c.Set("GOARMCI_STRIPE_THRESHOLD", "1M"))
+	v, _ := c.Get("GOARMCI_STRIPE_THRESHOLD")
+	assert.Equal(t, "1MiB", v)
 	assert.Equal(t, "1MiB", FormatBytes(1<<20))
 	assert.Equal(t, "1000", FormatBytes(1000))
 	assert.Equal(t, "0", FormatBytes(0))

@@ -12,8 +12,11 @@ import (
 
 // Knob describes one GOARMCI_* variable.
 type Knob struct {
-	Name    string // environment variable, e.g. GOARMCI_APM
-	Type    string // bool, int, duration, bytes, string, list or enum(a|b|c)
+	Name string // environment variable, e.g. GOARMCI_APM
+	// Type is bool, int, duration, bytes, string, list or enum(a|b|c). A bytes value is a
+	// count with an optional binary (IEC) unit, K = KiB = 1024, M = MiB, G = GiB, T = TiB;
+	// decimal units (kB, MB, GB, TB) are rejected, never read as powers of 1000 (ByteSizes).
+	Type    string
 	Default string // text form of the default; "" for none
 	Unit    string // unit of the value (bytes, count, ...) or ""
 	Doc     string // one line

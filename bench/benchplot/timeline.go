@@ -1,4 +1,4 @@
-package bench
+package benchplot
 
 import (
 	"fmt"
@@ -8,24 +8,14 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/goarmci/goarmci/bench"
 )
 
-// Series is one line of a timeline plot.
-type Series struct {
-	Name string
-	TL   Timeline
-}
-
-// Event is a vertical marker of a timeline plot at ms.
-type Event struct {
-	Name string
-	Ms   float64
-}
-
-// WriteTimelinePNG plots bandwidth (MB/s) against time (s) for every series, with a dashed
-// vertical line per event (seed 003 Fig. 10/11), and saves it (PNG or any extension gonum/plot
-// knows) at 16×10 cm. Errors wrap ErrOptions when there is nothing to plot.
-func WriteTimelinePNG(path, title string, series []Series, events []Event) error {
+// WriteTimeline plots bandwidth (MB/s) against time (s) for every series, with a dashed
+// vertical line per event, and saves it (PNG or any extension gonum/plot knows) at 16×10 cm.
+// Errors wrap bench.ErrOptions when there is nothing to plot.
+func WriteTimeline(path, title string, series []bench.Series, events []bench.Event) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "Time (s)"
@@ -34,7 +24,7 @@ func WriteTimelinePNG(path, title string, series []Series, events []Event) error
 	top := 0.0
 	for _, s := range series {
 		var xys plotter.XYs
-		for i := range s.TL.End {
+		for i := range min(len(s.TL.End), len(s.TL.BW)) {
 			xys = append(xys, plotter.XY{X: s.TL.End[i] / 1e3, Y: s.TL.BW[i]})
 			top = max(top, s.TL.BW[i])
 		}
@@ -43,7 +33,7 @@ func WriteTimelinePNG(path, title string, series []Series, events []Event) error
 		}
 	}
 	if len(args) == 0 {
-		return fmt.Errorf("%w: nothing to plot", ErrOptions)
+		return fmt.Errorf("%w: nothing to plot", bench.ErrOptions)
 	}
 	if err := plotutil.AddLines(p, args...); err != nil {
 		return err
