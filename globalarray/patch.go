@@ -176,51 +176,15 @@ func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []
 	return hs, nil
 }
 
-// issue starts one owner's part of a patch transfer: contiguous when the descriptor has no
-// stride levels, strided otherwise (ARMCI_NbPut/NbPutS and kin).
+// issue starts one owner's part of a patch transfer: one rma.Transfer of the descriptor
+// (contiguous when it has no stride levels; ARMCI_NbPut/NbPutS and kin).
 func (a *Array[T]) issue(ctx context.Context, o op, s *dist.Strided, rank int, buf []byte, scale complex128, block bool) (*rma.Handle, error) {
-	rt, seg := a.rt, a.seg
 	local := buf[s.BufOff : s.BufOff+s.BufExtent()]
-	if s.Levels == 0 {
-		if block {
-			switch o {
-			case opPut:
-				return nil, rt.Put(ctx, local, seg, rank, s.RemoteOff)
-			case opGet:
-				return nil, rt.Get(ctx, seg, rank, s.RemoteOff, local)
-			default:
-				return nil, rt.Acc(ctx, a.typ, scale, local, seg, rank, s.RemoteOff)
-			}
-		}
-		switch o {
-		case opPut:
-			return rt.NbPut(ctx, local, seg, rank, s.RemoteOff)
-		case opGet:
-			return rt.NbGet(ctx, seg, rank, s.RemoteOff, local)
-		default:
-			return rt.NbAcc(ctx, a.typ, scale, local, seg, rank, s.RemoteOff)
-		}
-	}
-	bst, rst, cnt := s.BufStrides(), s.RemoteStrides(), s.Counts()
-	if block {
-		switch o {
-		case opPut:
-			return nil, rt.PutS(ctx, local, bst, seg, rank, s.RemoteOff, rst, cnt)
-		case opGet:
-			return nil, rt.GetS(ctx, seg, rank, s.RemoteOff, rst, local, bst, cnt)
-		default:
-			return nil, rt.AccS(ctx, a.typ, scale, local, bst, seg, rank, s.RemoteOff, rst, cnt)
-		}
-	}
-	switch o {
-	case opPut:
-		return rt.NbPutS(ctx, local, bst, seg, rank, s.RemoteOff, rst, cnt)
-	case opGet:
-		return rt.NbGetS(ctx, seg, rank, s.RemoteOff, rst, local, bst, cnt)
-	default:
-		return rt.NbAccS(ctx, a.typ, scale, local, bst, seg, rank, s.RemoteOff, rst, cnt)
-	}
+	return a.rt.Transfer(ctx, dirs[o], a.typ, scale, local, s.BufStrides(), a.seg, rank, s.RemoteOff, s.RemoteStrides(), s.Counts(), block)
 }
+
+// dirs maps a patch operation to its rma transfer direction.
+var dirs = [...]rma.Dir{opPut: rma.DirPut, opGet: rma.DirGet, opAcc: rma.DirAcc}
 
 // ReadInc atomically adds inc to the integer element at subscript and returns its previous
 // value (NGA_Read_inc, on ARMCI_Rmw's FETCH_AND_ADD / FETCH_AND_ADD_LONG). For int32 arrays inc

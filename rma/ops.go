@@ -1,6 +1,9 @@
 package rma
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Put copies src to byte offset off of rank proc's part of seg (ARMCI_Put). It returns when src
 // may be reused. Errors: ErrBadRank, ErrOutOfRange, ErrFreed, ErrFinalized, ErrTransport, ctx's.
@@ -106,4 +109,40 @@ func (r *Runtime) NbGetV(ctx context.Context, vecs []Vec, seg *Segment, proc int
 // NbAccV is the non-blocking AccV (ARMCI_NbAccV).
 func (r *Runtime) NbAccV(ctx context.Context, typ AccType, scale complex128, vecs []Vec, seg *Segment, proc int) (*Handle, error) {
 	return r.vector(ctx, xfer{kind: kAcc, typ: typ, scale: scale}, vecs, seg, proc, false)
+}
+
+// Dir is the direction of a transfer issued through Transfer: DirPut and DirAcc move local
+// bytes to the target, DirGet moves the target's bytes into local.
+type Dir uint8
+
+const (
+	DirPut Dir = iota + 1 // ARMCI_PutS
+	DirGet                // ARMCI_GetS
+	DirAcc                // ARMCI_AccS
+)
+
+// Transfer issues the strided transfer dir with ARMCI's descriptor in one call, for layers that
+// choose the direction at run time (Global Arrays' patch operations): local with byte strides
+// lstride is the origin side, byte offset off of rank proc's part with strides rstride the
+// target side, count[0] contiguous bytes repeated count[i] times (len(count) = 1: contiguous).
+// typ and scale are the accumulate's (DirAcc only). block selects the blocking form (then the
+// handle is nil) or the non-blocking one (the handle of ARMCI_NbPutS and kin, nil when the
+// transfer completed at issue). Errors: those of PutS, GetS and AccS, and ErrBadOp for an
+// unknown dir.
+func (r *Runtime) Transfer(ctx context.Context, dir Dir, typ AccType, scale complex128, local []byte, lstride []int, seg *Segment, proc, off int, rstride []int, count []int, block bool) (*Handle, error) {
+	var x xfer
+	switch dir {
+	case DirPut:
+		x = xfer{kind: kPut}
+	case DirGet:
+		x = xfer{kind: kGet}
+	case DirAcc:
+		x = xfer{kind: kAcc, typ: typ, scale: scale}
+	default:
+		return nil, fmt.Errorf("%w: transfer direction %d", ErrBadOp, dir)
+	}
+	if len(count) == 1 && count[0] == len(local) {
+		return r.contiguous(ctx, x, local, seg, proc, off, block)
+	}
+	return r.stridedXfer(ctx, x, local, lstride, seg, proc, off, rstride, count, block)
 }

@@ -106,3 +106,42 @@ func TestTryLock(t *testing.T) {
 		require.NoError(t, rt.DestroyMutexes(ctx))
 	})
 }
+
+// TestTransferDirections: Transfer moves the same bytes as PutS/GetS/AccS (and Put for a
+// contiguous descriptor), and refuses an unknown direction.
+func TestTransferDirections(t *testing.T) {
+	transports(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		seg, err := rt.Malloc(ctx, 64)
+		require.NoError(t, err)
+		peer := 1 - rt.Rank()
+		one := make([]byte, 8)
+		binary.LittleEndian.PutUint64(one, math.Float64bits(1))
+		src := append(append(append([]byte{}, one...), one...), one...) // three float64 1.0
+		if rt.Rank() == 0 {
+			// rows of 8 bytes at remote stride 16: bytes 0, 16, 32
+			_, err := rt.Transfer(ctx, rma.DirPut, 0, 0, src, []int{8}, seg, peer, 0, []int{16}, []int{8, 3}, true)
+			require.NoError(t, err)
+			h, err := rt.Transfer(ctx, rma.DirAcc, rma.AccFloat64, 2, src, []int{8}, seg, peer, 0, []int{16}, []int{8, 3}, false)
+			require.NoError(t, err)
+			require.NoError(t, h.Wait(ctx))
+			_, err = rt.Transfer(ctx, rma.DirPut, 0, 0, one, nil, seg, peer, 56, nil, []int{8}, true)
+			require.NoError(t, err)
+			require.NoError(t, rt.Fence(ctx, peer))
+			got := make([]byte, 24)
+			_, err = rt.Transfer(ctx, rma.DirGet, 0, 0, got, []int{8}, seg, peer, 0, []int{16}, []int{8, 3}, true)
+			require.NoError(t, err)
+			for i := 0; i < 3; i++ {
+				require.Equal(t, 3.0, math.Float64frombits(binary.LittleEndian.Uint64(got[8*i:])))
+			}
+			_, err = rt.Transfer(ctx, rma.Dir(9), 0, 0, one, nil, seg, peer, 0, nil, []int{8}, true)
+			require.True(t, errors.Is(err, rma.ErrBadOp), "%v", err)
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		if rt.Rank() == 1 {
+			require.Equal(t, 1.0, math.Float64frombits(binary.LittleEndian.Uint64(seg.Local()[56:])))
+			require.Zero(t, binary.LittleEndian.Uint64(seg.Local()[8:]), "a gap of the stride stays untouched")
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, seg.Free(ctx))
+	})
+}
