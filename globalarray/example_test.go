@@ -2,46 +2,13 @@ package globalarray_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goarmci/goarmci/globalarray"
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
-
-var exampleJobs atomic.Int64
-
-// startRanks runs body on n ranks, goroutines of this process joined by the in-process
-// bootstrap of package rmatest (in a real job, rma.Init(ctx, nil) finds its rank, size and
-// rendezvous from goarmci run, srun or mpirun), and finalizes them.
-func startRanks(ctx context.Context, n int, body func(ctx context.Context, rt *rma.Runtime) error) error {
-	g := rmatest.NewGroup(n)
-	job := fmt.Sprintf("gaexample-%d-%d", os.Getpid(), exampleJobs.Add(1))
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportShm, HostID: "example", Job: job})
-			if err != nil {
-				errs[i] = err
-				g.Close()
-				return
-			}
-			if errs[i] = body(ctx, rt); errs[i] != nil {
-				g.Close()
-			}
-			errs[i] = errors.Join(errs[i], rt.Finalize(ctx))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
 
 // Two ranks share a 4×6 array of float64 (NGA_Create): each adds its patch of ones, scaled
 // by its rank + 1, over the same middle columns (NGA_Acc), and rank 0 reads the whole array
@@ -50,7 +17,7 @@ func Example() {
 	ctx := context.Background()
 	var owners []string
 	var rows [][]float64
-	err := startRanks(ctx, 2, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 2, func(ctx context.Context, rt *rma.Runtime) error {
 		a, err := globalarray.Create[float64](ctx, rt, "A", []int{4, 6}) // zero-filled
 		if err != nil {
 			return err
@@ -105,7 +72,7 @@ func Example() {
 func ExampleArray_ReadInc() {
 	ctx := context.Background()
 	var done [10]atomic.Int32
-	err := startRanks(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
 		counter, err := globalarray.Create[int64](ctx, rt, "counter", []int{1}) // zero-filled
 		if err != nil {
 			return err

@@ -3,46 +3,13 @@ package rma_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
-
-var exampleJobs atomic.Int64
-
-// startRanks runs body on n ranks, goroutines of this process joined by the in-process
-// bootstrap of package rmatest (in a real job, rma.Init(ctx, nil) finds its rank, size and
-// rendezvous from goarmci run, srun or mpirun), and finalizes them.
-func startRanks(ctx context.Context, n int, body func(ctx context.Context, rt *rma.Runtime) error) error {
-	g := rmatest.NewGroup(n)
-	job := fmt.Sprintf("example-%d-%d", os.Getpid(), exampleJobs.Add(1))
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportShm, HostID: "example", Job: job})
-			if err != nil {
-				errs[i] = err
-				g.Close()
-				return
-			}
-			if errs[i] = body(ctx, rt); errs[i] != nil {
-				g.Close()
-			}
-			errs[i] = errors.Join(errs[i], rt.Finalize(ctx))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
 
 // Every rank puts a value into the next rank's part of a segment (ARMCI_Put), waits at the
 // barrier, reads what it received in its own part, and gets (ARMCI_Get) what it put.
@@ -50,7 +17,7 @@ func Example() {
 	ctx := context.Background()
 	received := make([]uint64, 2)
 	readBack := make([]uint64, 2)
-	err := startRanks(ctx, 2, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 2, func(ctx context.Context, rt *rma.Runtime) error {
 		seg, err := rt.Malloc(ctx, 8) // ARMCI_Malloc: 8 bytes on every rank
 		if err != nil {
 			return err
@@ -91,7 +58,7 @@ func Example() {
 func ExampleRuntime_Acc() {
 	ctx := context.Background()
 	var sums []float64
-	err := startRanks(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
 		seg, err := rt.Malloc(ctx, 2*8)
 		if err != nil {
 			return err
@@ -133,7 +100,7 @@ func ExampleRuntime_Rmw() {
 	ctx := context.Background()
 	var final int64
 	var taken atomic.Int64
-	err := startRanks(ctx, 4, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 4, func(ctx context.Context, rt *rma.Runtime) error {
 		seg, err := rt.Malloc(ctx, 8)
 		if err != nil {
 			return err

@@ -3,54 +3,20 @@ package window_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"sync"
-	"sync/atomic"
 
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
 	"github.com/goarmci/goarmci/window"
 )
 
-var exampleJobs atomic.Int64
-
-// startRanks runs body on n ranks, goroutines of this process joined by the in-process
-// bootstrap of package rmatest (in a real job, rma.Init(ctx, nil) finds its rank, size and
-// rendezvous from goarmci run, srun or mpirun), and finalizes them.
-func startRanks(ctx context.Context, n int, body func(ctx context.Context, rt *rma.Runtime) error) error {
-	g := rmatest.NewGroup(n)
-	job := fmt.Sprintf("winexample-%d-%d", os.Getpid(), exampleJobs.Add(1))
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportShm, HostID: "example", Job: job})
-			if err != nil {
-				errs[i] = err
-				g.Close()
-				return
-			}
-			if errs[i] = body(ctx, rt); errs[i] != nil {
-				g.Close()
-			}
-			errs[i] = errors.Join(errs[i], rt.Finalize(ctx))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // Active target: between two fences (MPI_Win_fence) every rank puts its rank number into
 // slot rank of rank 0's window; after the closing fence rank 0 sees every value.
 func Example() {
 	ctx := context.Background()
 	var slots []uint64
-	err := startRanks(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 3, func(ctx context.Context, rt *rma.Runtime) error {
 		w, err := window.Allocate(ctx, rt, 8*rt.Size(), 8) // MPI_Win_allocate: 3 slots of 8 bytes
 		if err != nil {
 			return err
@@ -88,7 +54,7 @@ func Example() {
 func ExampleWindow_Accumulate() {
 	ctx := context.Background()
 	var total float64
-	err := startRanks(ctx, 4, func(ctx context.Context, rt *rma.Runtime) error {
+	err := rmatest.Start(ctx, 4, func(ctx context.Context, rt *rma.Runtime) error {
 		w, err := window.Allocate(ctx, rt, 8, 8)
 		if err != nil {
 			return err
