@@ -5,10 +5,15 @@ import (
 	"fmt"
 )
 
-// scratch returns the collective scratch slot of rank p in the system segment (offset, size).
+// slot returns the collective scratch slot of rank p in the system segment (offset, size) for
+// the current step. The scratch holds two sets of Size slots, used by alternate steps (a step is
+// one chunk of an AllReduce or a Broadcast: puts into the slots, a barrier, reads): a rank writes
+// step k+2's slots only after the barrier of step k+1, which no rank enters before it has read
+// step k's, so a step needs one barrier, not a second one to free its slots.
 func (r *Runtime) slot(p int) (int, int) {
-	n := (r.sys.Len(r.rank) - flagBytes) / r.size
-	return flagBytes + p*n, n
+	n := ((r.sys.Len(r.rank) - flagBytes) / (2 * r.size)) &^ 63
+	set := int(r.collStep & 1)
+	return flagBytes + (set*r.size+p)*n, n
 }
 
 // AllReduce combines buf element-wise across all ranks with op and leaves the result in every
@@ -17,7 +22,8 @@ func (r *Runtime) slot(p int) (int, int) {
 // contributions in rank order. Errors: ErrType, ErrBadOp, transport errors.
 //
 // Each chunk that fits a scratch slot is put into slot[me] of every rank, a barrier follows, and
-// each rank reduces the slots locally; a second barrier frees the slots.
+// each rank reduces the slots locally (the slots of alternate chunks and calls alternate between
+// two sets, so no second barrier is needed to free them: see slot).
 func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []byte) error {
 	if err := r.check(); err != nil {
 		return err
@@ -46,9 +52,7 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 		}
 		finishReduce(typ, op, acc[:len(part)])
 		copy(part, acc)
-		if err := r.barrier(ctx); err != nil {
-			return err
-		}
+		r.collStep++
 	}
 	return nil
 }
@@ -95,9 +99,7 @@ func (r *Runtime) Broadcast(ctx context.Context, root int, buf []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := r.barrier(ctx); err != nil {
-			return err
-		}
+		r.collStep++
 		if len(buf) == 0 {
 			break
 		}

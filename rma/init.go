@@ -16,7 +16,7 @@ import (
 const (
 	barrierSlots  = 64 // one flag per dissemination round: enough for 2^64 ranks
 	flagBytes     = barrierSlots * 8
-	scratchTotal  = 1 << 20 // bytes of collective scratch per rank, split into Size slots
+	scratchTotal  = 1 << 20 // bytes of collective scratch per rank, split into 2·Size slots
 	minSlot       = 4096
 	completionCQE = 1 << 16
 )
@@ -135,7 +135,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("rma: init: connect: %w", err)
 	}
 	// 4. The runtime's own segment.
-	slot := max(minSlot, (scratchTotal/r.size)&^63)
+	slot := max(minSlot, (scratchTotal/r.size)&^127) // two sets of Size slots (collective.go)
 	r.sys, err = r.Malloc(ctx, flagBytes+slot*r.size)
 	if err != nil {
 		return nil, fmt.Errorf("rma: init: system segment: %w", err)

@@ -117,6 +117,7 @@ type Runtime struct {
 	sys       *Segment // barrier flags and collective scratch
 	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID uint64
+	collStep  uint64 // collective steps so far: the scratch set of the next (collective.go)
 	mutexes   *Segment
 
 	finalized atomic.Bool

@@ -145,3 +145,28 @@ func TestTransferDirections(t *testing.T) {
 		require.NoError(t, seg.Free(ctx))
 	})
 }
+
+// TestCollectivesBackToBack runs many AllReduce and Broadcast calls in a row, each rank's values
+// changing every call, so a rank that wrote a call's scratch slot before another had read the
+// previous one (the two sets of slots alternate between calls) would show as a wrong sum.
+func TestCollectivesBackToBack(t *testing.T) {
+	transports(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		me, n := rt.Rank(), rt.Size()
+		b := make([]byte, 16)
+		for k := 0; k < 150; k++ {
+			binary.LittleEndian.PutUint64(b, uint64(k*1000+me))
+			binary.LittleEndian.PutUint64(b[8:], uint64(me*k))
+			require.NoError(t, rt.AllReduce(ctx, rma.AccInt64, rma.ReduceSum, b))
+			require.Equal(t, uint64(n*k*1000+n*(n-1)/2), binary.LittleEndian.Uint64(b), "call %d", k)
+			require.Equal(t, uint64(k*n*(n-1)/2), binary.LittleEndian.Uint64(b[8:]), "call %d", k)
+			if k%3 == 0 {
+				msg := make([]byte, 8)
+				if me == k%n {
+					binary.LittleEndian.PutUint64(msg, uint64(k))
+				}
+				require.NoError(t, rt.Broadcast(ctx, k%n, msg))
+				require.Equal(t, uint64(k), binary.LittleEndian.Uint64(msg), "broadcast %d", k)
+			}
+		}
+	})
+}
