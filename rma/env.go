@@ -49,12 +49,12 @@ func newLogger(c *config.Config, rank int) (zerolog.Logger, io.Closer) {
 }
 
 // bootstrapFromEnv joins the job through the launcher's environment (internal/bootstrap).
-func bootstrapFromEnv(ctx context.Context, log zerolog.Logger) (Bootstrap, error) {
+func bootstrapFromEnv(ctx context.Context, log zerolog.Logger, failTimeout time.Duration) (Bootstrap, error) {
 	info, err := bootstrap.Detect()
 	if err != nil {
 		return nil, err
 	}
-	c, err := bootstrap.Connect(ctx, info, bootstrap.WithLogger(log))
+	c, err := bootstrap.Connect(ctx, info, bootstrap.WithLogger(log), bootstrap.WithFailureTimeout(failTimeout))
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ func (r *Runtime) begin(pe *peer, block bool) (*multirail.Network, *multirail.Re
 	pe.outstanding.Add(1)
 	req := n.NewRequest(pe.done)
 	req.Blocking = block
+	req.Tag = pe.rank
 	return n, req
 }
 
@@ -58,10 +59,16 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 	if issueErr != nil {
 		// Work requests already posted still complete; wait for them so no buffer stays in use.
 		_ = n.Wait(context.WithoutCancel(ctx), req)
+		if ferr := r.failedErr(req.Tag); ferr != nil {
+			return nil, ferr
+		}
 		return nil, issueErr
 	}
 	if block {
 		if err := n.Wait(ctx, req); err != nil {
+			if ferr := r.failedErr(req.Tag); ferr != nil {
+				return nil, ferr // the target failed: its requests were flushed (abortPeer)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrTransport, err)
 		}
 		n.Release(req)

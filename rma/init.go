@@ -58,7 +58,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		}
 	}()
 	if c.Bootstrap == nil {
-		b, err := bootstrapFromEnv(ctx, r.log)
+		b, err := bootstrapFromEnv(ctx, r.log, c.env.cfg.FailureTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("rma: init: %w", err)
 		}
@@ -132,6 +132,8 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.connect(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: connect: %w", err)
 	}
+	r.watchFailures() // from now on: every peer and its connection exist
+
 	// 4. The runtime's own segment.
 	slot := max(minSlot, (scratchTotal/r.size)&^63)
 	r.sys, err = r.Malloc(ctx, flagBytes+slot*r.size)

@@ -1,7 +1,9 @@
 package rma
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -21,13 +23,17 @@ func (r *Runtime) Fence(ctx context.Context, proc int) error {
 		return nil // nothing in flight (blocking operations on shm complete inside the call)
 	}
 	n := r.nets[pe.net].net
-	return pollUntil(ctx, func() bool {
-		if pe.outstanding.Load() == 0 {
+	err = pollUntil(ctx, func() bool {
+		if pe.outstanding.Load() == 0 || r.failedErr(proc) != nil {
 			return true
 		}
 		n.Progress()
 		return pe.outstanding.Load() == 0
 	})
+	if err == nil && pe.outstanding.Load() != 0 {
+		err = r.failedErr(proc) // the wait ended because proc failed
+	}
+	return err
 }
 
 // AllFence blocks until every operation this rank issued has completed at its target
@@ -36,12 +42,19 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 	if err := r.check(); err != nil {
 		return err
 	}
+	var failed error // a failed rank's: the survivors are fenced all the same
 	for p := range r.peers {
+		if r.failedErr(p) != nil && r.peers[p].outstanding.Load() == 0 {
+			continue // a failed rank this rank has nothing in flight to
+		}
 		if err := r.Fence(ctx, p); err != nil {
-			return err
+			if !errors.Is(err, ErrPeerFailed) {
+				return err
+			}
+			failed = cmp.Or(failed, err)
 		}
 	}
-	return nil
+	return failed
 }
 
 // WaitAll completes every outstanding non-blocking operation of this rank (ARMCI_WaitAll).
@@ -56,6 +69,9 @@ func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {
 		return err
+	}
+	if err := r.anyFailedErr(); err != nil {
+		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
 	}
 	return r.barrier(ctx)
 }

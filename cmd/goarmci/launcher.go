@@ -56,7 +56,13 @@ func (j *job) run(ctx context.Context) int {
 		return 1
 	}
 	jobID := newJobID()
-	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID))
+	// The ranks' failure timeout is the rendezvous' (GOARMCI_FAILURE_TIMEOUT of the job's
+	// environment; a bad value is the ranks' to report).
+	failTimeout := bootstrap.DefaultFailureTimeout
+	if c, _, err := config.FromEnviron(j.env); err == nil {
+		failTimeout = c.FailureTimeout
+	}
+	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID), bootstrap.WithServerFailureTimeout(failTimeout))
 	if err != nil {
 		ln.Close()
 		say("rendezvous: %v", err)

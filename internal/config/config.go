@@ -97,6 +97,12 @@ type Config struct {
 	// need to recover a transient fault. 0, set explicitly, waits until the operation's context
 	// ends. GOARMCI_PARTITION_TIMEOUT.
 	PartitionTimeout time.Duration
+	// FailureTimeout bounds how long a rank may stay silent on its rendezvous connection
+	// (heartbeats every quarter of it) before every other rank is told it failed; a rank whose
+	// process ends is declared at once, its connection closing. 0 turns heartbeats off (only
+	// ended processes are detected). The rendezvous' value holds for the job.
+	// GOARMCI_FAILURE_TIMEOUT.
+	FailureTimeout time.Duration
 	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
 	// package validates it. GOARMCI_STRIPE_POLICY.
 	StripePolicy string

@@ -1,0 +1,172 @@
+package bootstrap
+
+import (
+	"fmt"
+	"time"
+)
+
+// Peer failure detection. Every rank keeps its connection to the rendezvous for the whole job,
+// so the rendezvous sees a rank's process end: the kernel closes the connection of a process
+// that exits, crashes or is killed (kill -9 included), whatever launched it. A connection that
+// closes before its rank said goodbye (Client.Close, called by Finalize) is a failed rank; the
+// server tells every other rank (mPeerFailed). Both ends also send a heartbeat (mPing) every
+// quarter of the failure timeout, so a rank that is stopped, hung or cut off, whose connection
+// stays open, is declared failed once nothing was heard from it for the timeout; a client that
+// hears nothing from the rendezvous, or whose connection to it drops, declares the rank hosting
+// it failed (rank 0 under srun, mpiexec or a given GOARMCI_RDV).
+//
+// The decisions are made by detector, a pure core (events and the time in, failures out: no
+// goroutine, no clock); Server and Client drive it.
+
+// FailReason says how a rank was found failed.
+type FailReason uint8
+
+const (
+	// FailExited: the rank's connection closed before it said goodbye: its process ended
+	// (returned or exited without Finalize, crashed, was killed).
+	FailExited FailReason = 1
+	// FailSilent: nothing was heard from the rank for the failure timeout (stopped, hung,
+	// unreachable).
+	FailSilent FailReason = 2
+)
+
+// PeerFailure is the error describing one failed rank, in the user's terms ("rank 1 exited
+// before Finalize"). errors.Is(err, ErrPeerLost) holds for it.
+type PeerFailure struct {
+	Rank   int
+	Reason FailReason
+	// After is the failure timeout that expired (FailSilent).
+	After time.Duration
+}
+
+func (e *PeerFailure) Error() string {
+	if e.Reason == FailSilent {
+		return fmt.Sprintf("rank %d silent for %v (stopped, hung or unreachable) before Finalize", e.Rank, e.After)
+	}
+	return fmt.Sprintf("rank %d exited before Finalize", e.Rank)
+}
+
+// Is makes a PeerFailure match ErrPeerLost.
+func (e *PeerFailure) Is(target error) bool { return target == ErrPeerLost }
+
+// memberState is where one member of a detector stands.
+type memberState uint8
+
+const (
+	msAbsent memberState = iota // not joined yet
+	msAlive                     // joined, heard from within the timeout
+	msBye                       // said goodbye: its close is clean
+	msGone                      // closed cleanly after goodbye
+	msFailed                    // declared failed
+)
+
+// detector is the pure failure-detection core: the server keeps one member per rank, a client
+// one member (the rendezvous). Events and the current time go in, failures come out; each
+// member is declared failed at most once, and never after it said goodbye.
+type detector struct {
+	timeout time.Duration // silence that fails a member; 0: only closes do
+	state   []memberState
+	last    []time.Time
+}
+
+func newDetector(n int, timeout time.Duration) *detector {
+	return &detector{timeout: timeout, state: make([]memberState, n), last: make([]time.Time, n)}
+}
+
+func (d *detector) ok(k int) bool { return k >= 0 && k < len(d.state) }
+
+// join records that member k connected at now.
+func (d *detector) join(k int, now time.Time) {
+	if d.ok(k) && d.state[k] == msAbsent {
+		d.state[k], d.last[k] = msAlive, now
+	}
+}
+
+// heard records a frame from member k at now.
+func (d *detector) heard(k int, now time.Time) {
+	if d.ok(k) && (d.state[k] == msAlive || d.state[k] == msBye) {
+		d.last[k] = now
+	}
+}
+
+// bye records member k's goodbye: from now on its close is clean and its silence harmless.
+func (d *detector) bye(k int) {
+	if d.ok(k) && d.state[k] == msAlive {
+		d.state[k] = msBye
+	}
+}
+
+// closed records the end of member k's connection; it reports whether that is a failure (the
+// member had joined, had not said goodbye and was not declared failed before).
+func (d *detector) closed(k int) (FailReason, bool) {
+	if !d.ok(k) {
+		return 0, false
+	}
+	switch d.state[k] {
+	case msAlive:
+		d.state[k] = msFailed
+		return FailExited, true
+	case msBye:
+		d.state[k] = msGone
+	}
+	return 0, false
+}
+
+// tick returns the members silent for the timeout at now, declared failed (FailSilent).
+func (d *detector) tick(now time.Time) []int {
+	if d.timeout <= 0 {
+		return nil
+	}
+	var out []int
+	for k, s := range d.state {
+		if s == msAlive && now.Sub(d.last[k]) >= d.timeout {
+			d.state[k] = msFailed
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// fail declares member k failed by word of another (a client told that the rendezvous' host
+// failed); it reports whether k was alive.
+func (d *detector) fail(k int) bool {
+	if d.ok(k) && d.state[k] == msAlive {
+		d.state[k] = msFailed
+		return true
+	}
+	return false
+}
+
+// failed reports whether member k was declared failed.
+func (d *detector) failed(k int) bool { return d.ok(k) && d.state[k] == msFailed }
+
+// heartbeatEvery is how often each end sends a heartbeat for a failure timeout of t: four per
+// timeout, so one late heartbeat never fails a live rank.
+func heartbeatEvery(t time.Duration) time.Duration { return t / 4 }
+
+// encodePeerFailed is the payload of mPeerFailed.
+func encodePeerFailed(pf *PeerFailure) []byte {
+	var e enc
+	e.u64(0)
+	e.u32(uint32(pf.Rank))
+	e.u8(byte(pf.Reason))
+	e.u64(uint64(pf.After))
+	return e.b
+}
+
+// decodePeerFailed parses mPeerFailed's payload; size bounds the rank.
+func decodePeerFailed(p []byte, size int) (*PeerFailure, error) {
+	d := dec{b: p}
+	d.u64()
+	rank, reason, after := d.u32(), d.u8(), d.u64()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	if int64(rank) >= int64(size) || (reason != byte(FailExited) && reason != byte(FailSilent)) || after > 1<<62 {
+		return nil, fmt.Errorf("%w: peer failure of rank %d, reason %d in a job of %d", ErrProtocol, rank, reason, size)
+	}
+	return &PeerFailure{Rank: int(rank), Reason: FailReason(reason), After: time.Duration(after)}, nil
+}
+
+// pingPayload is mPing's payload.
+var pingPayload = make([]byte, 8)
