@@ -357,8 +357,8 @@ func (c *Client) readLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				err = ErrClosed
 			}
+			c.rendezvousLost(FailExited) // first: the failure is the client's error then
 			c.fail(fmt.Errorf("bootstrap: rendezvous connection: %w", err))
-			c.rendezvousLost(FailExited)
 			return
 		}
 		if len(f.payload) < 8 {
@@ -547,7 +547,8 @@ func (c *Client) Close() error {
 		c.closing.Store(true)
 		c.stopHeartbeat()
 		c.mu.Lock()
-		expelled := c.expelled
+		// No goodbye from a rank declared failed, nor to a failed rendezvous host.
+		expelled := c.expelled || c.hostRank >= 0 && c.failures[c.hostRank] != nil
 		c.mu.Unlock()
 		select {
 		case <-c.readerDone:
