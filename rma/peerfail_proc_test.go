@@ -40,6 +40,10 @@ const peerFailRanks = 4
 // srun's (rank 0 hosts it: killing rank 0 takes the rendezvous down with it, and the others
 // declare rank 0 failed from their dropped connection). The detection times are logged, not
 // asserted; the test's deadline is only a safety net against a hang.
+//
+// A paused process (SIGSTOP) is not an ended one: paused for half the failure timeout (default
+// 2 s) it is not declared and the job ends normally; paused for twice the timeout it is declared
+// ("rank 1 silent for the failure timeout (2s)"), as a hung or unreachable rank would be.
 func TestPeerProcessFailure(t *testing.T) {
 	if v := os.Getenv(peerFailChildEnv); v != "" {
 		peerFailChild(t, v)
@@ -57,6 +61,8 @@ func TestPeerProcessFailure(t *testing.T) {
 		{"srun", "kill", 1, "", true},
 		{"srun", "kill", 0, "", true},
 		{"goarmci", "kill", 1, "tcp", true},
+		{"goarmci", "stopshort", 1, "", true},
+		{"goarmci", "stoplong", 1, "", true},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%s/%s%d", tc.launcher, tc.fault, tc.victim)
@@ -130,9 +136,19 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 				l := sc.Text()
 				mu.Lock()
 				outs[r].WriteString(l + "\n")
-				if r == victim && fault == "kill" && l == "LOOPING" && killedAt.IsZero() {
+				if r == victim && l == "LOOPING" && killedAt.IsZero() {
 					killedAt = time.Now()
-					_ = c.Process.Signal(syscall.SIGKILL)
+					switch fault {
+					case "kill":
+						_ = c.Process.Signal(syscall.SIGKILL)
+					case "stopshort", "stoplong":
+						pause := bootstrap.DefaultFailureTimeout / 2
+						if fault == "stoplong" {
+							pause = 2 * bootstrap.DefaultFailureTimeout
+						}
+						_ = c.Process.Signal(syscall.SIGSTOP)
+						time.AfterFunc(pause, func() { _ = c.Process.Signal(syscall.SIGCONT) })
+					}
 				}
 				mu.Unlock()
 			}
@@ -146,14 +162,25 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 	lines.Wait()
 	for r, c := range cmds {
 		out := outs[r].String()
+		if fault != "exit" {
+			require.False(t, killedAt.IsZero(), "rank %d never reached its loop:\n%s", victim, outs[victim].String())
+		}
+		if fault == "stopshort" {
+			require.True(t, c.ProcessState.Success(), "rank %d: %v\n%s", r, c.ProcessState, out)
+			require.Contains(t, out, "CLEAN ok", "rank %d:\n%s", r, out)
+			continue
+		}
 		if r == victim {
-			if fault == "kill" {
-				require.False(t, killedAt.IsZero(), "rank %d never reached its loop:\n%s", r, out)
-			}
 			continue
 		}
 		require.True(t, c.ProcessState.Success(), "survivor rank %d: %v\n%s", r, c.ProcessState, out)
 		require.Contains(t, out, "SURVIVOR ok", "survivor rank %d:\n%s", r, out)
+	}
+	if fault == "stopshort" {
+		if srv != nil {
+			require.Empty(t, srv.Failed())
+		}
+		return
 	}
 	// Detection times, informational: from the victim's exit (its own clock line) or the kill.
 	end := killedAt
@@ -209,9 +236,16 @@ func peerFailChild(t *testing.T, spec string) {
 			case fault == "exit" && i == 20:
 				fmt.Printf("EXIT %d\n", time.Now().UnixNano())
 				os.Exit(0) // returns from its work early: no Finalize
-			case fault == "kill" && i == 20:
-				fmt.Println("LOOPING") // the test kills this process now
+			case fault != "exit" && i == 20:
+				fmt.Println("LOOPING") // the test kills or pauses this process now
 			}
+		}
+		if fault == "stopshort" && i == 40 {
+			// The pause was shorter than the failure timeout: a normal end.
+			require.Empty(t, rt.FailedRanks())
+			require.NoError(t, rt.Finalize(ctx))
+			fmt.Println("CLEAN ok")
+			return
 		}
 		if ferr = rt.Put(ctx, buf, seg, next, 8*me); ferr != nil {
 			break
@@ -222,6 +256,16 @@ func peerFailChild(t *testing.T, spec string) {
 	}
 	fmt.Printf("DETECT %d %v\n", time.Now().UnixNano(), ferr)
 	want := fmt.Sprintf("rank %d exited before Finalize", victim)
+	if fault == "stoplong" {
+		want = fmt.Sprintf("rank %d silent for the failure timeout (%v)", victim, bootstrap.DefaultFailureTimeout)
+		if me == victim {
+			// Resumed after it was declared failed: it learns so itself.
+			require.True(t, errors.Is(ferr, rma.ErrPeerFailed), "rank %d: %v", me, ferr)
+			require.Contains(t, ferr.Error(), want)
+			_ = rt.Finalize(ctx)
+			return
+		}
+	}
 	require.True(t, errors.Is(ferr, rma.ErrPeerFailed), "rank %d: %v", me, ferr)
 	require.Contains(t, ferr.Error(), want)
 	err = rt.Barrier(ctx)

@@ -10,10 +10,12 @@ import (
 // that exits, crashes or is killed (kill -9 included), whatever launched it. A connection that
 // closes before its rank said goodbye (Client.Close, called by Finalize) is a failed rank; the
 // server tells every other rank (mPeerFailed). Both ends also send a heartbeat (mPing) every
-// quarter of the failure timeout, so a rank that is stopped, hung or cut off, whose connection
-// stays open, is declared failed once nothing was heard from it for the timeout; a client that
-// hears nothing from the rendezvous, or whose connection to it drops, declares the rank hosting
-// it failed (rank 0 under srun, mpiexec or a given GOARMCI_RDV).
+// eighth of the failure timeout T and check every eighth, so a rank that is stopped, hung or
+// cut off, whose connection stays open, is declared failed once nothing was heard from it for
+// 7T/8: within T of its last heartbeat, while a pause shorter than 3T/4 (1.5 s of the default
+// 2 s) is never declared. A client that hears nothing from the rendezvous, or whose connection
+// to it drops, declares the rank hosting it failed (rank 0 under srun, mpiexec or a given
+// GOARMCI_RDV).
 //
 // The decisions are made by detector, a pure core (events and the time in, failures out: no
 // goroutine, no clock); Server and Client drive it.
@@ -41,7 +43,7 @@ type PeerFailure struct {
 
 func (e *PeerFailure) Error() string {
 	if e.Reason == FailSilent {
-		return fmt.Sprintf("rank %d silent for %v (stopped, hung or unreachable) before Finalize", e.Rank, e.After)
+		return fmt.Sprintf("rank %d silent for the failure timeout (%v): stopped, hung or unreachable before Finalize", e.Rank, e.After)
 	}
 	return fmt.Sprintf("rank %d exited before Finalize", e.Rank)
 }
@@ -64,13 +66,16 @@ const (
 // one member (the rendezvous). Events and the current time go in, failures come out; each
 // member is declared failed at most once, and never after it said goodbye.
 type detector struct {
-	timeout time.Duration // silence that fails a member; 0: only closes do
+	silence time.Duration // silence that fails a member; 0: only closes do
 	state   []memberState
 	last    []time.Time
 }
 
-func newDetector(n int, timeout time.Duration) *detector {
-	return &detector{timeout: timeout, state: make([]memberState, n), last: make([]time.Time, n)}
+// newDetector makes a detector of n members for the failure timeout t (0: no heartbeats): a
+// member is failed after a silence of t less one heartbeat period, so that with ticks every
+// period it is declared at most t after its last heartbeat.
+func newDetector(n int, t time.Duration) *detector {
+	return &detector{silence: t - heartbeatEvery(t), state: make([]memberState, n), last: make([]time.Time, n)}
 }
 
 func (d *detector) ok(k int) bool { return k >= 0 && k < len(d.state) }
@@ -112,14 +117,14 @@ func (d *detector) closed(k int) (FailReason, bool) {
 	return 0, false
 }
 
-// tick returns the members silent for the timeout at now, declared failed (FailSilent).
+// tick returns the members silent for too long at now, declared failed (FailSilent).
 func (d *detector) tick(now time.Time) []int {
-	if d.timeout <= 0 {
+	if d.silence <= 0 {
 		return nil
 	}
 	var out []int
 	for k, s := range d.state {
-		if s == msAlive && now.Sub(d.last[k]) >= d.timeout {
+		if s == msAlive && now.Sub(d.last[k]) >= d.silence {
 			d.state[k] = msFailed
 			out = append(out, k)
 		}
@@ -140,9 +145,9 @@ func (d *detector) fail(k int) bool {
 // failed reports whether member k was declared failed.
 func (d *detector) failed(k int) bool { return d.ok(k) && d.state[k] == msFailed }
 
-// heartbeatEvery is how often each end sends a heartbeat for a failure timeout of t: four per
-// timeout, so one late heartbeat never fails a live rank.
-func heartbeatEvery(t time.Duration) time.Duration { return t / 4 }
+// heartbeatEvery is how often each end sends a heartbeat, and checks the other's, for a failure
+// timeout of t: eight per timeout, so several late heartbeats never fail a live rank.
+func heartbeatEvery(t time.Duration) time.Duration { return t / 8 }
 
 // encodePeerFailed is the payload of mPeerFailed.
 func encodePeerFailed(pf *PeerFailure) []byte {
