@@ -11,7 +11,8 @@ import (
 type Handle struct {
 	net *multirail.Network
 	req *multirail.Request
-	err error // an error found at issue time, or nil; a self operation completes at issue
+	err error    // an error found at issue time, or nil; a self operation completes at issue
+	r   *Runtime // for the target's failure (req.Tag is the target rank)
 }
 
 // Wait blocks until the operation completes (ARMCI_Wait): for a Put or Acc the source buffer may
@@ -24,6 +25,11 @@ func (h *Handle) Wait(ctx context.Context) error {
 		return h.err
 	}
 	if err := h.net.Wait(ctx, h.req); err != nil {
+		if h.r != nil {
+			if ferr := h.r.failedErr(h.req.Tag); ferr != nil {
+				return ferr // the target failed: its requests were flushed (abortPeer)
+			}
+		}
 		return fmt.Errorf("%w: %w", ErrTransport, err)
 	}
 	return nil
@@ -74,5 +80,5 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 		n.Release(req)
 		return nil, nil
 	}
-	return &Handle{net: n, req: req}, nil
+	return &Handle{net: n, req: req, r: r}, nil
 }

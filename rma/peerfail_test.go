@@ -73,7 +73,8 @@ func requirePeerFailed(t testing.TB, err error, rank int, what string) {
 // TestPeerFailureInjected: a failure reported by the bootstrap (rmatest's group stands in for
 // the rendezvous) ends every survivor's barrier with ErrPeerFailed naming the rank, whether the
 // survivor was already waiting or enters later; operations, fences and mutex locks aimed at the
-// failed rank fail the same way at once, and survivors keep reaching each other.
+// failed rank fail the same way at once, as do collectives, and survivors keep reaching each
+// other.
 func TestPeerFailureInjected(t *testing.T) {
 	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
 		t.Run(string(tr), func(t *testing.T) {
@@ -108,6 +109,8 @@ func TestPeerFailureInjected(t *testing.T) {
 				requirePeerFailed(t, rt.Barrier(ctx), 1, "barrier")
 				requirePeerFailed(t, rt.Barrier(ctx), 1, "second barrier")
 				requirePeerFailed(t, rt.BarrierWith(ctx, rma.BarrierGatherBroadcast), 1, "gather barrier")
+				requirePeerFailed(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceSum, make([]byte, 8)), 1, "all-reduce")
+				requirePeerFailed(t, rt.Broadcast(ctx, 0, make([]byte, 8)), 1, "broadcast")
 				requirePeerFailed(t, rt.Put(ctx, []byte{1}, seg, 1, 0), 1, "put to the failed rank")
 				requirePeerFailed(t, rt.Get(ctx, seg, 1, 0, make([]byte, 1)), 1, "get from the failed rank")
 				requirePeerFailed(t, rt.Fence(ctx, 1), 1, "fence")

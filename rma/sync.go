@@ -70,13 +70,13 @@ func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {
 		return err
 	}
-	if err := r.anyFailedErr(); err != nil {
-		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
-	}
 	return r.barrier(ctx)
 }
 
 func (r *Runtime) barrier(ctx context.Context) error {
+	if err := r.anyFailedErr(); err != nil {
+		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
+	}
 	if r.size == 1 {
 		return nil
 	}
