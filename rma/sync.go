@@ -1,7 +1,6 @@
 package rma
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,7 +50,9 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 			if !errors.Is(err, ErrPeerFailed) {
 				return err
 			}
-			failed = cmp.Or(failed, err)
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
 	return failed
