@@ -6,15 +6,17 @@ import (
 )
 
 // Peer failure. A rank whose process ends before Finalize (it returns or exits early, crashes,
-// is killed) or that stays silent for the failure timeout is declared failed by the bootstrap
-// (internal/bootstrap: the rendezvous connection every rank keeps, whatever the launcher,
-// GOARMCI_FAILURE_TIMEOUT) and reported to the runtime through FailureDetector. From then on
-// every call of this rank that needs the failed rank returns an error wrapping ErrPeerFailed and
-// naming it: new operations to it (Put, Get, Acc, Rmw, Lock, Fence, ...), waits on it (Fence,
-// Lock), and waits on the whole job (Barrier and its algorithms, AllFence, the collectives, GA
-// Sync), as ULFM's MPI_ERR_PROC_FAILED. Operations between survivors keep working. The failed
-// set is checked where a call begins (Runtime.peer) and where it waits, not per poll of a
-// transfer.
+// is killed), that stays silent for the failure timeout while its host answers (stopped, hung),
+// or that is unreachable for the partition timeout plus that, is declared failed by the
+// bootstrap (internal/bootstrap: the rendezvous connection every rank keeps, whatever the
+// launcher; GOARMCI_FAILURE_TIMEOUT) and reported to the runtime through FailureDetector. From
+// then on every call of this rank that needs the failed rank returns an error wrapping
+// ErrPeerFailed and naming it: new operations to it (Put, Get, Acc, Rmw, Lock, Fence, ...),
+// operations in flight to it (its network connections are aborted), waits on it (Fence, Lock),
+// and waits on the whole job (Barrier and its algorithms, the collectives, GA Sync), as ULFM's
+// MPI_ERR_PROC_FAILED. Operations between survivors keep working; AllFence fences them. The
+// failed set is checked where a call begins (Runtime.peer) and where it waits, not per poll of
+// a transfer.
 
 // FailureDetector is implemented by a Bootstrap that detects failed ranks (internal/bootstrap's
 // client; rmatest's group, which injects failures). OnPeerFailure registers f, called once for

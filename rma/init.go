@@ -58,7 +58,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		}
 	}()
 	if c.Bootstrap == nil {
-		b, err := bootstrapFromEnv(ctx, r.log, c.env.cfg.FailureTimeout)
+		b, err := bootstrapFromEnv(ctx, r.log, &c.env.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("rma: init: %w", err)
 		}

@@ -40,6 +40,7 @@ type Client struct {
 
 	// Failure detection (liveness.go), under mu.
 	failTimeout time.Duration // the server's, from the welcome
+	partTimeout time.Duration // likewise
 	hostRank    int           // the rank hosting the rendezvous, -1 for goarmci run
 	det         *detector     // one member: the rendezvous
 	failures    map[int]*PeerFailure
@@ -357,7 +358,7 @@ func (c *Client) readLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				err = ErrClosed
 			}
-			c.rendezvousLost(FailExited) // first: the failure is the client's error then
+			c.rendezvousLost(FailExited, 0) // first: the failure is the client's error then
 			c.fail(fmt.Errorf("bootstrap: rendezvous connection: %w", err))
 			return
 		}
@@ -431,6 +432,9 @@ func (c *Client) OnPeerFailure(f func(rank int, cause error)) {
 // FailureTimeout is the job's failure timeout, as the rendezvous said (0: heartbeats off).
 func (c *Client) FailureTimeout() time.Duration { return c.failTimeout }
 
+// PartitionTimeout is the job's partition timeout, as the rendezvous said (0: none).
+func (c *Client) PartitionTimeout() time.Duration { return c.partTimeout }
+
 // peerFailed records a failure (told by the rendezvous in frame f, or found by this client):
 // the job's collectives fail, every waiter is woken with it, and the callbacks learn it.
 func (c *Client) peerFailed(pf *PeerFailure, f frame) {
@@ -466,20 +470,19 @@ func (c *Client) peerFailed(pf *PeerFailure, f frame) {
 	}
 }
 
-// rendezvousLost handles the end (FailExited) or the silence (FailSilent) of the rendezvous
-// connection that this client did not cause: the rank hosting the rendezvous failed. Under
-// goarmci run (the launcher hosts it) no rank is to blame; the client is broken only.
-func (c *Client) rendezvousLost(reason FailReason) {
+// rendezvousLost handles the end (FailExited) or the silence (FailSilent, FailUnreachable after
+// after) of the rendezvous connection that this client did not cause: the rank hosting the
+// rendezvous failed. Under goarmci run (the launcher hosts it) no rank is to blame; the client
+// is broken only.
+func (c *Client) rendezvousLost(reason FailReason, after time.Duration) {
 	if c.closing.Load() {
 		return
 	}
 	c.mu.Lock()
 	host, expelled := c.hostRank, c.expelled
-	var fail bool
+	fail := true // tick declared it
 	if reason == FailExited {
 		_, fail = c.det.closed(0)
-	} else {
-		fail = true // tick declared it
 	}
 	c.mu.Unlock()
 	if !fail || expelled || host == c.info.Rank {
@@ -489,11 +492,7 @@ func (c *Client) rendezvousLost(reason FailReason) {
 		c.fail(fmt.Errorf("%w: the rendezvous (goarmci run) is gone", ErrPeerLost))
 		return
 	}
-	pf := &PeerFailure{Rank: host, Reason: reason}
-	if reason == FailSilent {
-		pf.After = c.failTimeout
-	}
-	c.peerFailed(pf, frame{})
+	c.peerFailed(&PeerFailure{Rank: host, Reason: reason, After: after}, frame{})
 }
 
 // heartbeat is the client's driver of the detector's clock: it sends a heartbeat every
@@ -514,11 +513,15 @@ func (c *Client) heartbeat() {
 				return
 			}
 			_ = c.write(mPing, pingPayload)
+			at, acked := hostAckedAt(c.conn, now)
 			c.mu.Lock()
-			silent := len(c.det.tick(now)) > 0
+			if acked {
+				c.det.hostHeard(0, at)
+			}
+			ds := c.det.tick(now)
 			c.mu.Unlock()
-			if silent {
-				c.rendezvousLost(FailSilent)
+			for _, d := range ds {
+				c.rendezvousLost(d.reason, d.after)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ type connectOptions struct {
 	closeTimeout time.Duration
 	listen       string
 	failTimeout  time.Duration
+	partTimeout  time.Duration
 }
 
 // WithLogger sets the logger of the client (and of the service when this rank hosts it).
@@ -36,6 +37,12 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *connectOptions) {
 // of the service it joins.
 func WithFailureTimeout(d time.Duration) Option {
 	return func(o *connectOptions) { o.failTimeout = max(d, 0) }
+}
+
+// WithPartitionTimeout sets the partition timeout of a service this rank hosts (see
+// WithServerPartitionTimeout; default DefaultPartitionTimeout).
+func WithPartitionTimeout(d time.Duration) Option {
+	return func(o *connectOptions) { o.partTimeout = max(d, 0) }
 }
 
 // WithListenAddr sets where a service hosted by this rank listens (default ":port" of the
@@ -61,7 +68,8 @@ func WithListenAddr(a string) Option { return func(o *connectOptions) { o.listen
 // left. Errors: ErrBadEnv, ErrStartupTimeout (naming the launcher and the ranks that never
 // arrived; also wraps ctx.Err()), ErrRefused, ErrPeerLost, ErrPMI.
 func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err error) {
-	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second, failTimeout: DefaultFailureTimeout}
+	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second, failTimeout: DefaultFailureTimeout,
+		partTimeout: DefaultPartitionTimeout}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -118,18 +126,19 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		d := dec{b: f.payload}
 		c.jobID = d.str()
 		c.failTimeout = time.Duration(d.u64())
+		c.partTimeout = time.Duration(d.u64())
 		if err := d.done(); err != nil {
 			return nil, err
 		}
-		if c.failTimeout < 0 || c.failTimeout > 24*time.Hour {
-			return nil, fmt.Errorf("%w: failure timeout %v in the welcome", ErrProtocol, c.failTimeout)
+		if c.failTimeout < 0 || c.failTimeout > 24*time.Hour || c.partTimeout < 0 || c.partTimeout > 24*time.Hour {
+			return nil, fmt.Errorf("%w: failure timeout %v, partition timeout %v in the welcome", ErrProtocol, c.failTimeout, c.partTimeout)
 		}
 	case mError:
 		return nil, decodeError(f.payload)
 	default:
 		return nil, fmt.Errorf("%w: answer %d to hello", ErrProtocol, f.typ)
 	}
-	c.det = newDetector(1, c.failTimeout)
+	c.det = newDetector(1, c.failTimeout, c.partTimeout)
 	c.det.join(0, time.Now())
 	c.reading = true
 	go c.readLoop()
@@ -275,7 +284,8 @@ func (c *Client) host(o *connectOptions, listen string) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %s: hosting the rendezvous on %s: %w", c.info, listen, err)
 	}
-	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log), WithServerFailureTimeout(o.failTimeout))
+	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log),
+		WithServerFailureTimeout(o.failTimeout), WithServerPartitionTimeout(o.partTimeout))
 	if err != nil {
 		ln.Close()
 		return err

@@ -17,9 +17,10 @@ import (
 
 func TestDetectorCore(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	d := newDetector(4, 2*time.Second)
+	d := newDetector(4, 2*time.Second, 30*time.Second)
 	for k := range 4 {
 		d.join(k, t0)
+		d.hostHeard(k, t0.Add(time.Hour)) // every host answers (a stopped process's kernel does)
 	}
 	// A close before goodbye is a failure, once.
 	r, ok := d.closed(1)
@@ -37,15 +38,31 @@ func TestDetectorCore(t *testing.T) {
 	// check every period, within the timeout), not before; heard members are not.
 	d.heard(0, t0.Add(1500*time.Millisecond))
 	assert.Empty(t, d.tick(t0.Add(1749*time.Millisecond)))
-	assert.Equal(t, []int{3}, d.tick(t0.Add(1750*time.Millisecond)))
+	assert.Equal(t, []declared{{3, FailSilent, 2 * time.Second}}, d.tick(t0.Add(1750*time.Millisecond)))
 	assert.Empty(t, d.tick(t0.Add(3*time.Second)), "each member declared at most once")
-	assert.Equal(t, []int{0}, d.tick(t0.Add(3250*time.Millisecond)))
+	assert.Equal(t, []declared{{0, FailSilent, 2 * time.Second}}, d.tick(t0.Add(3250*time.Millisecond)))
 	_, ok = d.closed(3)
 	assert.False(t, ok, "a silent member's later close is not a second failure")
 	// Out of range and never-joined members are ignored; no timeout: silence never fails.
 	_, ok = d.closed(9)
 	assert.False(t, ok)
-	d = newDetector(2, 0)
+	// A silent member whose host does not answer either is cut off by the network: it is
+	// declared only after the partition timeout plus the failure timeout, as unreachable.
+	d = newDetector(2, 2*time.Second, 30*time.Second)
+	d.join(0, t0)
+	d.join(1, t0)
+	d.hostHeard(0, t0.Add(500*time.Millisecond)) // then the network goes
+	d.hostHeard(1, t0.Add(500*time.Millisecond))
+	assert.Empty(t, d.tick(t0.Add(2*time.Second)), "hosts silent since 0.5 s: a partition so far")
+	assert.Empty(t, d.tick(t0.Add(9*time.Second)))
+	d.hostHeard(1, t0.Add(10800*time.Millisecond)) // host 1 answers again: a stopped process
+	assert.Equal(t, []declared{{1, FailSilent, 2 * time.Second}}, d.tick(t0.Add(11*time.Second)))
+	assert.Empty(t, d.tick(t0.Add(31999*time.Millisecond)))
+	assert.Equal(t, []declared{{0, FailUnreachable, 32 * time.Second}}, d.tick(t0.Add(32*time.Second)))
+	d = newDetector(1, 2*time.Second, 0)
+	d.join(0, t0)
+	assert.Empty(t, d.tick(t0.Add(time.Hour)), "partition timeout 0: an unreachable member waits")
+	d = newDetector(2, 0, 30*time.Second)
 	d.join(0, t0)
 	assert.Empty(t, d.tick(t0.Add(time.Hour)))
 	_, ok = d.closed(1)
@@ -64,11 +81,13 @@ func TestPeerFailedFrame(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pf, got)
 	assert.ErrorIs(t, got, ErrPeerLost)
-	assert.Equal(t, "rank 3 silent for the failure timeout (1.5s): stopped, hung or unreachable before Finalize", got.Error())
+	assert.Equal(t, "rank 3 silent for the failure timeout (1.5s): stopped or hung before Finalize", got.Error())
+	assert.Equal(t, "rank 2 unreachable for 32s (network partition or host down) before Finalize",
+		(&PeerFailure{Rank: 2, Reason: FailUnreachable, After: 32 * time.Second}).Error())
 	assert.Equal(t, "rank 1 exited before Finalize", (&PeerFailure{Rank: 1, Reason: FailExited}).Error())
 	_, err = decodePeerFailed(f.payload, 3)
 	assert.ErrorIs(t, err, ErrProtocol, "rank outside the job")
-	bad := encodePeerFailed(&PeerFailure{Rank: 0, Reason: 7})
+	bad := encodePeerFailed(&PeerFailure{Rank: 0, Reason: 4})
 	_, err = decodePeerFailed(bad, 4)
 	assert.ErrorIs(t, err, ErrProtocol, "unknown reason")
 	_, err = decodePeerFailed(f.payload[:10], 4)
@@ -252,6 +271,7 @@ func TestRendezvousHostFailure(t *testing.T) {
 				var w enc
 				w.str("job")
 				w.u64(uint64(300 * time.Millisecond))
+				w.u64(uint64(30 * time.Second))
 				_ = writeFrame(c, mWelcome, w.b)
 				f, err := readFrame(c)
 				if err != nil {

@@ -27,6 +27,7 @@ type Server struct {
 	jobID       string
 	log         zerolog.Logger
 	failTimeout time.Duration
+	partTimeout time.Duration
 
 	mu      sync.Mutex
 	conns   map[*sconn]struct{}
@@ -85,8 +86,20 @@ func WithServerFailureTimeout(d time.Duration) ServerOption {
 	return func(s *Server) { s.failTimeout = max(d, 0) }
 }
 
+// WithServerPartitionTimeout sets the partition timeout of the job (GOARMCI_PARTITION_TIMEOUT:
+// how long the network layer rides out a partition): a silent rank whose host does not answer
+// either is declared failed after it plus the failure timeout; 0: never. The server hands it
+// to every rank. Default DefaultPartitionTimeout.
+func WithServerPartitionTimeout(d time.Duration) ServerOption {
+	return func(s *Server) { s.partTimeout = max(d, 0) }
+}
+
 // DefaultFailureTimeout is the default failure timeout (GOARMCI_FAILURE_TIMEOUT).
 const DefaultFailureTimeout = 2 * time.Second
+
+// DefaultPartitionTimeout is the default partition timeout (GOARMCI_PARTITION_TIMEOUT, whose
+// default hybridft.DefaultPartitionTimeout is).
+const DefaultPartitionTimeout = 30 * time.Second
 
 // helloTimeout bounds how long a new connection may take to say who it is.
 const helloTimeout = 30 * time.Second
@@ -101,7 +114,7 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 		return nil, fmt.Errorf("%w: rendezvous size %d < 1", ErrBadEnv, size)
 	}
 	s := &Server{
-		ln: ln, size: size, log: zerolog.Nop(), failTimeout: DefaultFailureTimeout,
+		ln: ln, size: size, log: zerolog.Nop(), failTimeout: DefaultFailureTimeout, partTimeout: DefaultPartitionTimeout,
 		conns: map[*sconn]struct{}{}, ranks: make([]*sconn, size), hasLeft: make([]bool, size), entered: make([]uint64, size),
 		gathers: map[uint64]*gatherState{}, kv: map[string][]byte{}, getters: map[string][]getter{},
 		done: make(chan struct{}), closed: make(chan struct{}),
@@ -114,7 +127,7 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 		_, _ = rand.Read(b[:])
 		s.jobID = hex.EncodeToString(b[:])
 	}
-	s.det = newDetector(size, s.failTimeout)
+	s.det = newDetector(size, s.failTimeout, s.partTimeout)
 	s.peerErr = make([]*PeerFailure, size)
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -153,9 +166,16 @@ func (s *Server) heartbeat() {
 			var msgs []out
 			var drop []*sconn
 			s.mu.Lock()
-			for _, r := range s.det.tick(now) {
-				msgs = append(msgs, s.declareLocked(&PeerFailure{Rank: r, Reason: FailSilent, After: s.failTimeout})...)
-				if sc := s.ranks[r]; sc != nil {
+			for _, sc := range s.ranks {
+				if sc != nil {
+					if at, ok := hostAckedAt(sc.c, now); ok {
+						s.det.hostHeard(sc.rank, at)
+					}
+				}
+			}
+			for _, d := range s.det.tick(now) {
+				msgs = append(msgs, s.declareLocked(&PeerFailure{Rank: d.k, Reason: d.reason, After: d.after})...)
+				if sc := s.ranks[d.k]; sc != nil {
 					drop = append(drop, sc)
 				}
 			}
@@ -396,6 +416,7 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 		var e enc
 		e.str(s.jobID)
 		e.u64(uint64(s.failTimeout))
+		e.u64(uint64(s.partTimeout))
 		s.log.Debug().Int("peer", rank).Int("joined", s.joined).Msg("rendezvous: rank joined")
 		return []out{{sc, mWelcome, e.b}}, false
 

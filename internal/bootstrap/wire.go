@@ -17,7 +17,7 @@ import (
 // maxFrame or a payload that does not parse exactly is a protocol error (ErrProtocol), never a
 // panic.
 //
-// Version 2 added peer failure detection: mWelcome carries the failure timeout, mPing is the
+// Version 2 added peer failure detection: mWelcome carries the failure and partition timeouts, mPing is the
 // heartbeat of both directions, mPeerFailed declares a rank failed to the others.
 const (
 	wireVersion = 2
@@ -29,7 +29,7 @@ const (
 // Message types.
 const (
 	mHello        byte = 1  // c→s: rank u32, size u32, jobID str
-	mWelcome      byte = 2  // s→c: jobID str, failure timeout u64 (ns; 0 = no heartbeat)
+	mWelcome      byte = 2  // s→c: jobID str, failure timeout u64, partition timeout u64 (ns; 0 = none)
 	mGather       byte = 3  // c→s: id u64, seq u64, data str
 	mGatherResult byte = 4  // s→c: id u64, seq u64, parts list of str
 	mPut          byte = 5  // c→s: id u64, key str, value str

@@ -204,7 +204,7 @@ var table = []Knob{
 		get: func(c *Config) string { return c.PartitionTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PartitionTimeout }, true)},
 	{Name: "GOARMCI_FAILURE_TIMEOUT", Type: "duration", Default: "2s",
-		Doc: "a rank silent on its rendezvous connection (stopped, hung, cut off) is declared failed (rma.ErrPeerFailed) within this of its last heartbeat, never for a pause under 3/4 of it; an ended process at once; 0 = no heartbeats",
+		Doc: "a rank silent on its rendezvous connection while its host answers (stopped, hung) is declared failed (rma.ErrPeerFailed) within this of its last heartbeat, never for a pause under 3/4 of it; cut off: after GOARMCI_PARTITION_TIMEOUT plus this; an ended process at once; 0 = no heartbeats",
 		get: func(c *Config) string { return c.FailureTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.FailureTimeout }, true)},
 	{Name: "GOARMCI_TCP_POLL", Type: "auto|off|duration", Default: "auto",
