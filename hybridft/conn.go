@@ -370,6 +370,19 @@ func (c *Conn) Close() error {
 	return c.qp.Destroy()
 }
 
+// Abort gives the connection up for good because its peer is gone (the runtime learned that the
+// peer's process ended): Err returns err from now on, no recovery is attempted, requests waiting
+// for a re-issue complete failed at once, and the queue pair moves to ERROR so the ones posted
+// complete flushed (WR_FLUSH_ERR) instead of waiting for retries and the partition timeout.
+func (c *Conn) Abort(err error) {
+	if c.ft != nil {
+		c.mu.Lock()
+		c.giveUpLocked(err)
+		c.mu.Unlock()
+	}
+	_ = c.qp.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState)
+}
+
 // onWC is the completion filter for one completion of the connection's queue pair; it reports
 // whether the completion goes to the consumer.
 func (c *Conn) onWC(wc *ibv.WC) bool {

@@ -69,6 +69,9 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	if err := r.AllFence(ctx); err != nil {
 		return err
 	}
+	if err := r.anyFailedErr(); err != nil {
+		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
+	}
 	if r.size == 1 {
 		return nil
 	}
@@ -87,13 +90,18 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 }
 
 // await polls this rank's flag word slot until it holds id or more, written by rank from (probed
-// while the wait is long: pollUntilProbe).
+// while the wait is long: pollUntilProbe), or until some rank is declared failed (ErrPeerFailed:
+// a barrier needs every rank).
 func (r *Runtime) await(ctx context.Context, slot int, id uint64, from int) error {
 	w := r.sys.local[8*slot : 8*slot+8]
-	return r.pollUntilProbe(ctx, func() bool {
+	err := r.pollUntilProbe(ctx, func() bool {
 		v, _ := accum.Load64(w)
-		return v >= id
+		return v >= id || r.anyFailedErr() != nil
 	}, r.liveness(ctx, from))
+	if v, _ := accum.Load64(w); err == nil && v < id {
+		err = r.anyFailedErr() // a barrier needs every rank: it cannot complete now
+	}
+	return err
 }
 
 func (r *Runtime) pairwiseBarrier(ctx context.Context, id uint64) error {

@@ -49,14 +49,15 @@ func newLogger(c *config.Config, rank int) (zerolog.Logger, io.Closer) {
 }
 
 // bootstrapFromEnv joins the job through the launcher's environment (internal/bootstrap).
-func bootstrapFromEnv(ctx context.Context, log zerolog.Logger) (Bootstrap, error) {
+func bootstrapFromEnv(ctx context.Context, log zerolog.Logger, c *config.Config) (Bootstrap, error) {
 	info, err := bootstrap.Detect()
 	if err != nil {
 		return nil, err
 	}
-	c, err := bootstrap.Connect(ctx, info, bootstrap.WithLogger(log))
+	b, err := bootstrap.Connect(ctx, info, bootstrap.WithLogger(log),
+		bootstrap.WithFailureTimeout(c.FailureTimeout), bootstrap.WithPartitionTimeout(c.PartitionTimeout))
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return b, nil
 }

@@ -39,6 +39,14 @@ var (
 	// ErrPeerAlloc: another rank could not allocate or register its part of a collective
 	// allocation (Malloc); that rank's error says why.
 	ErrPeerAlloc = errors.New("rma: another rank could not allocate its part")
+	// ErrPeerFailed: the operation needs a rank that failed — its process ended before Finalize
+	// (returned or exited early, crashed, was killed), it stayed silent for the failure timeout
+	// while its host answered (GOARMCI_FAILURE_TIMEOUT, default 2 s: stopped, hung), or it was
+	// unreachable for the partition timeout plus that; the message names the rank and what
+	// happened ("rank 1 exited before Finalize"). Returned by operations to that rank, by waits
+	// on it (Fence, Lock) and by waits on the whole job (Barrier, AllFence, collectives);
+	// operations between surviving ranks keep working. See FailedRanks.
+	ErrPeerFailed = errors.New("rma: peer failed")
 	// ErrConfig: a bad configuration value.
 	ErrConfig = errors.New("rma: bad configuration")
 )

@@ -11,7 +11,8 @@ import (
 type Handle struct {
 	net *multirail.Network
 	req *multirail.Request
-	err error // an error found at issue time, or nil; a self operation completes at issue
+	err error    // an error found at issue time, or nil; a self operation completes at issue
+	r   *Runtime // for the target's failure (req.Tag is the target rank)
 }
 
 // Wait blocks until the operation completes (ARMCI_Wait): for a Put or Acc the source buffer may
@@ -24,6 +25,11 @@ func (h *Handle) Wait(ctx context.Context) error {
 		return h.err
 	}
 	if err := h.net.Wait(ctx, h.req); err != nil {
+		if h.r != nil {
+			if ferr := h.r.failedErr(h.req.Tag); ferr != nil {
+				return ferr // the target failed: its requests were flushed (abortPeer)
+			}
+		}
 		return fmt.Errorf("%w: %w", ErrTransport, err)
 	}
 	return nil
@@ -48,6 +54,7 @@ func (r *Runtime) begin(pe *peer, block bool) (*multirail.Network, *multirail.Re
 	pe.outstanding.Add(1)
 	req := n.NewRequest(pe.done)
 	req.Blocking = block
+	req.Tag = pe.rank
 	return n, req
 }
 
@@ -58,14 +65,20 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 	if issueErr != nil {
 		// Work requests already posted still complete; wait for them so no buffer stays in use.
 		_ = n.Wait(context.WithoutCancel(ctx), req)
+		if ferr := r.failedErr(req.Tag); ferr != nil {
+			return nil, ferr
+		}
 		return nil, issueErr
 	}
 	if block {
 		if err := n.Wait(ctx, req); err != nil {
+			if ferr := r.failedErr(req.Tag); ferr != nil {
+				return nil, ferr // the target failed: its requests were flushed (abortPeer)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrTransport, err)
 		}
 		n.Release(req)
 		return nil, nil
 	}
-	return &Handle{net: n, req: req}, nil
+	return &Handle{net: n, req: req, r: r}, nil
 }

@@ -59,7 +59,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		}
 	}()
 	if c.Bootstrap == nil {
-		b, err := bootstrapFromEnv(ctx, r.log)
+		b, err := bootstrapFromEnv(ctx, r.log, &c.env.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("rma: init: %w", err)
 		}
@@ -134,6 +134,8 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.connect(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: connect: %w", err)
 	}
+	r.watchFailures() // from now on: every peer and its connection exist
+
 	// 4. The runtime's own segment.
 	slot := max(minSlot, (scratchTotal/r.size)&^127) // two sets of Size slots (collective.go)
 	r.sys, err = r.Malloc(ctx, flagBytes+slot*r.size)

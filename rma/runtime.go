@@ -122,6 +122,7 @@ type Runtime struct {
 
 	finalized atomic.Bool
 	closers   []func() error
+	fail      failures // failed ranks (failure.go)
 }
 
 // network is one device with its multirail network.
@@ -192,6 +193,9 @@ func (r *Runtime) peer(p int) (*peer, error) {
 	}
 	if p < 0 || p >= r.size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadRank, p, r.size)
+	}
+	if err := r.failedErr(p); err != nil {
+		return nil, err
 	}
 	return r.peers[p], nil
 }

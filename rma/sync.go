@@ -2,6 +2,7 @@ package rma
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -21,13 +22,17 @@ func (r *Runtime) Fence(ctx context.Context, proc int) error {
 		return nil // nothing in flight (blocking operations on shm complete inside the call)
 	}
 	n := r.nets[pe.net].net
-	return r.pollUntil(ctx, func() bool {
-		if pe.outstanding.Load() == 0 {
+	err = r.pollUntil(ctx, func() bool {
+		if pe.outstanding.Load() == 0 || r.failedErr(proc) != nil {
 			return true
 		}
 		n.Progress()
 		return pe.outstanding.Load() == 0
 	})
+	if err == nil && pe.outstanding.Load() != 0 {
+		err = r.failedErr(proc) // the wait ended because proc failed
+	}
+	return err
 }
 
 // AllFence blocks until every operation this rank issued has completed at its target
@@ -36,12 +41,21 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 	if err := r.check(); err != nil {
 		return err
 	}
+	var failed error // a failed rank's: the survivors are fenced all the same
 	for p := range r.peers {
+		if r.failedErr(p) != nil && r.peers[p].outstanding.Load() == 0 {
+			continue // a failed rank this rank has nothing in flight to
+		}
 		if err := r.Fence(ctx, p); err != nil {
-			return err
+			if !errors.Is(err, ErrPeerFailed) {
+				return err
+			}
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
-	return nil
+	return failed
 }
 
 // WaitAll completes every outstanding non-blocking operation of this rank (ARMCI_WaitAll).
@@ -61,6 +75,9 @@ func (r *Runtime) Barrier(ctx context.Context) error {
 }
 
 func (r *Runtime) barrier(ctx context.Context) error {
+	if err := r.anyFailedErr(); err != nil {
+		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
+	}
 	if r.size == 1 {
 		return nil
 	}

@@ -26,6 +26,7 @@ var badKnobValues = map[string]string{
 	"GOARMCI_ACK_TIMEOUT":         "fast",
 	"GOARMCI_RETRY_COUNT":         "many",
 	"GOARMCI_PARTITION_TIMEOUT":   "forever",
+	"GOARMCI_FAILURE_TIMEOUT":     "-2s",
 	"GOARMCI_TCP_POLL":            "2s",
 	"GOARMCI_STRIPE_POLICY":       "even,bss",
 	"GOARMCI_STRIPE_THRESHOLD":    "1MB",

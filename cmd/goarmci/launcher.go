@@ -56,7 +56,14 @@ func (j *job) run(ctx context.Context) int {
 		return 1
 	}
 	jobID := newJobID()
-	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID))
+	// The ranks' failure and partition timeouts are the rendezvous' (GOARMCI_FAILURE_TIMEOUT and
+	// GOARMCI_PARTITION_TIMEOUT of the job's environment; a bad value is the ranks' to report).
+	failTimeout, partTimeout := bootstrap.DefaultFailureTimeout, bootstrap.DefaultPartitionTimeout
+	if c, _, err := config.FromEnviron(j.env); err == nil {
+		failTimeout, partTimeout = c.FailureTimeout, c.PartitionTimeout
+	}
+	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID),
+		bootstrap.WithServerFailureTimeout(failTimeout), bootstrap.WithServerPartitionTimeout(partTimeout))
 	if err != nil {
 		ln.Close()
 		say("rendezvous: %v", err)

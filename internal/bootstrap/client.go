@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -36,6 +37,18 @@ type Client struct {
 	nextID  uint64
 	pending map[uint64]chan frame
 	broken  error // set when the connection or the job failed
+
+	// Failure detection (liveness.go), under mu.
+	failTimeout time.Duration // the server's, from the welcome
+	partTimeout time.Duration // likewise
+	hostRank    int           // the rank hosting the rendezvous, -1 for goarmci run
+	det         *detector     // one member: the rendezvous
+	failures    map[int]*PeerFailure
+	onFail      []func(rank int, cause error)
+	expelled    bool        // this rank was declared failed
+	closing     atomic.Bool // Close or abort started: the connection's end is ours
+	pingStop    chan struct{}
+	pingDone    chan struct{}
 
 	collMu  sync.Mutex // one collective at a time
 	seq     uint64     // collectives entered
@@ -180,6 +193,11 @@ func (c *Client) call(ctx context.Context, typ byte, build func(id uint64) []byt
 	if err := c.err(); err != nil {
 		return frame{}, err
 	}
+	return c.roundTrip(ctx, typ, build)
+}
+
+// roundTrip is call on a client that may be broken by a job failure but whose connection works.
+func (c *Client) roundTrip(ctx context.Context, typ byte, build func(id uint64) []byte) (frame, error) {
 	id, ch := c.register()
 	defer c.unregister(id)
 	if err := c.write(typ, build(id)); err != nil {
@@ -207,24 +225,33 @@ func (c *Client) unregister(id uint64) {
 func (c *Client) wait(ctx context.Context, ch chan frame) (frame, error) {
 	select {
 	case f := <-ch:
-		if f.typ == mError {
-			return frame{}, decodeError(f.payload)
-		}
-		return f, nil
+		return c.answer(f)
 	case <-c.readerDone:
 		// A reply may have arrived just before the reader stopped.
 		select {
 		case f := <-ch:
-			if f.typ == mError {
-				return frame{}, decodeError(f.payload)
-			}
-			return f, nil
+			return c.answer(f)
 		default:
 		}
 		return frame{}, c.err()
 	case <-ctx.Done():
 		return frame{}, ctx.Err()
 	}
+}
+
+// answer turns the error frames a waiter may get into errors.
+func (c *Client) answer(f frame) (frame, error) {
+	switch f.typ {
+	case mError:
+		return frame{}, decodeError(f.payload)
+	case mPeerFailed:
+		pf, err := decodePeerFailed(f.payload, c.info.Size)
+		if err != nil {
+			return frame{}, err
+		}
+		return frame{}, pf
+	}
+	return f, nil
 }
 
 func (c *Client) write(typ byte, payload []byte) error {
@@ -331,6 +358,7 @@ func (c *Client) readLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				err = ErrClosed
 			}
+			c.rendezvousLost(FailExited, 0) // first: the failure is the client's error then
 			c.fail(fmt.Errorf("bootstrap: rendezvous connection: %w", err))
 			return
 		}
@@ -338,6 +366,22 @@ func (c *Client) readLoop() {
 			c.fail(fmt.Errorf("%w: message type %d without request id", ErrProtocol, f.typ))
 			c.conn.Close()
 			return
+		}
+		c.mu.Lock()
+		c.det.heard(0, time.Now())
+		c.mu.Unlock()
+		switch f.typ {
+		case mPing:
+			continue
+		case mPeerFailed:
+			pf, err := decodePeerFailed(f.payload, c.info.Size)
+			if err != nil {
+				c.fail(err)
+				c.conn.Close()
+				return
+			}
+			c.peerFailed(pf, f)
+			continue
 		}
 		id := uint64(f.payload[0])<<56 | uint64(f.payload[1])<<48 | uint64(f.payload[2])<<40 | uint64(f.payload[3])<<32 |
 			uint64(f.payload[4])<<24 | uint64(f.payload[5])<<16 | uint64(f.payload[6])<<8 | uint64(f.payload[7])
@@ -366,6 +410,136 @@ func (c *Client) readLoop() {
 	}
 }
 
+// OnPeerFailure registers f to be called once for every rank declared failed (its process
+// ended before Finalize, or it stayed silent for the failure timeout; see liveness.go), with a
+// *PeerFailure describing it. Failures known before the call are reported at once; later ones
+// from the client's reader, so f must not block. A rank told that it was itself declared failed
+// (it was stopped past the timeout) reports its own rank.
+func (c *Client) OnPeerFailure(f func(rank int, cause error)) {
+	c.mu.Lock()
+	c.onFail = append(c.onFail, f)
+	known := make([]*PeerFailure, 0, len(c.failures))
+	for _, pf := range c.failures {
+		known = append(known, pf)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(known, func(a, b *PeerFailure) int { return a.Rank - b.Rank })
+	for _, pf := range known {
+		f(pf.Rank, pf)
+	}
+}
+
+// FailureTimeout is the job's failure timeout, as the rendezvous said (0: heartbeats off).
+func (c *Client) FailureTimeout() time.Duration { return c.failTimeout }
+
+// PartitionTimeout is the job's partition timeout, as the rendezvous said (0: none).
+func (c *Client) PartitionTimeout() time.Duration { return c.partTimeout }
+
+// peerFailed records a failure (told by the rendezvous in frame f, or found by this client):
+// the job's collectives fail, every waiter is woken with it, and the callbacks learn it.
+func (c *Client) peerFailed(pf *PeerFailure, f frame) {
+	c.mu.Lock()
+	if c.failures[pf.Rank] != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.failures[pf.Rank] = pf
+	if pf.Rank == c.info.Rank {
+		c.expelled = true
+	}
+	if pf.Rank == c.hostRank {
+		c.det.fail(0)
+	}
+	if c.broken == nil {
+		c.broken = pf
+	}
+	if f.payload == nil {
+		f = frame{typ: mPeerFailed, payload: encodePeerFailed(pf)}
+	}
+	for _, ch := range c.pending {
+		select {
+		case ch <- f:
+		default:
+		}
+	}
+	cbs := slices.Clone(c.onFail)
+	c.mu.Unlock()
+	c.log.Warn().Int("peer", pf.Rank).Str("reason", pf.Error()).Msg("bootstrap: rank failed")
+	for _, cb := range cbs {
+		cb(pf.Rank, pf)
+	}
+}
+
+// rendezvousLost handles the end (FailExited) or the silence (FailSilent, FailUnreachable after
+// after) of the rendezvous connection that this client did not cause: the rank hosting the
+// rendezvous failed. Under goarmci run (the launcher hosts it) no rank is to blame; the client
+// is broken only.
+func (c *Client) rendezvousLost(reason FailReason, after time.Duration) {
+	if c.closing.Load() {
+		return
+	}
+	c.mu.Lock()
+	host, expelled := c.hostRank, c.expelled
+	fail := true // tick declared it
+	if reason == FailExited {
+		_, fail = c.det.closed(0)
+	}
+	c.mu.Unlock()
+	if !fail || expelled || host == c.info.Rank {
+		return
+	}
+	if host < 0 {
+		c.fail(fmt.Errorf("%w: the rendezvous (goarmci run) is gone", ErrPeerLost))
+		return
+	}
+	c.peerFailed(&PeerFailure{Rank: host, Reason: reason, After: after}, frame{})
+}
+
+// heartbeat is the client's driver of the detector's clock: it sends a heartbeat every
+// heartbeatEvery and declares the rendezvous' host failed when nothing came from it for the
+// failure timeout.
+func (c *Client) heartbeat() {
+	defer close(c.pingDone)
+	t := time.NewTicker(heartbeatEvery(c.failTimeout))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.pingStop:
+			return
+		case <-c.readerDone:
+			return
+		case now := <-t.C:
+			if c.closing.Load() {
+				return
+			}
+			_ = c.write(mPing, pingPayload)
+			at, acked := hostAckedAt(c.conn, now)
+			c.mu.Lock()
+			if acked {
+				c.det.hostHeard(0, at)
+			}
+			ds := c.det.tick(now)
+			c.mu.Unlock()
+			for _, d := range ds {
+				c.rendezvousLost(d.reason, d.after)
+			}
+		}
+	}
+}
+
+// stopHeartbeat stops the heartbeat goroutine, if any, and waits for it.
+func (c *Client) stopHeartbeat() {
+	if c.pingStop == nil {
+		return
+	}
+	select {
+	case <-c.pingStop:
+	default:
+		close(c.pingStop)
+	}
+	<-c.pingDone
+}
+
 // Close says goodbye to the rendezvous and closes the connection. When this rank hosts the
 // service (rank 0 under Slurm, PMI or a given GOARMCI_RDV), Close first waits until every
 // rank has left (bounded by the close timeout, default 60 s), then stops it. The PMI-1
@@ -373,13 +547,24 @@ func (c *Client) readLoop() {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
-		if c.err() == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), c.closeTimeout)
-			var e enc
-			_, err := c.call(ctx, mBye, func(id uint64) []byte { e.u64(id); return e.b })
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("bootstrap: goodbye: %w", err))
+		c.closing.Store(true)
+		c.stopHeartbeat()
+		c.mu.Lock()
+		// No goodbye from a rank declared failed, nor to a failed rendezvous host.
+		expelled := c.expelled || c.hostRank >= 0 && c.failures[c.hostRank] != nil
+		c.mu.Unlock()
+		select {
+		case <-c.readerDone:
+		default:
+			if !expelled {
+				// Goodbye even after another rank failed: this rank's end is clean.
+				ctx, cancel := context.WithTimeout(context.Background(), c.closeTimeout)
+				var e enc
+				_, err := c.roundTrip(ctx, mBye, func(id uint64) []byte { e.u64(id); return e.b })
+				cancel()
+				if err != nil && !errors.Is(err, ErrPeerLost) {
+					errs = append(errs, fmt.Errorf("bootstrap: goodbye: %w", err))
+				}
 			}
 		}
 		c.fail(ErrClosed)

@@ -21,6 +21,8 @@ type connectOptions struct {
 	log          zerolog.Logger
 	closeTimeout time.Duration
 	listen       string
+	failTimeout  time.Duration
+	partTimeout  time.Duration
 }
 
 // WithLogger sets the logger of the client (and of the service when this rank hosts it).
@@ -29,6 +31,19 @@ func WithLogger(l zerolog.Logger) Option { return func(o *connectOptions) { o.lo
 // WithCloseTimeout bounds Close's waits (goodbye, other ranks leaving a service this rank
 // hosts, PMI finalize); default 60 s.
 func WithCloseTimeout(d time.Duration) Option { return func(o *connectOptions) { o.closeTimeout = d } }
+
+// WithFailureTimeout sets the failure timeout of a service this rank hosts (see
+// WithServerFailureTimeout; default DefaultFailureTimeout). Every rank uses the timeout
+// of the service it joins.
+func WithFailureTimeout(d time.Duration) Option {
+	return func(o *connectOptions) { o.failTimeout = max(d, 0) }
+}
+
+// WithPartitionTimeout sets the partition timeout of a service this rank hosts (see
+// WithServerPartitionTimeout; default DefaultPartitionTimeout).
+func WithPartitionTimeout(d time.Duration) Option {
+	return func(o *connectOptions) { o.partTimeout = max(d, 0) }
+}
 
 // WithListenAddr sets where a service hosted by this rank listens (default ":port" of the
 // rendezvous address, ":0" under PMI, loopback for a single process).
@@ -53,7 +68,8 @@ func WithListenAddr(a string) Option { return func(o *connectOptions) { o.listen
 // left. Errors: ErrBadEnv, ErrStartupTimeout (naming the launcher and the ranks that never
 // arrived; also wraps ctx.Err()), ErrRefused, ErrPeerLost, ErrPMI.
 func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err error) {
-	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second}
+	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second, failTimeout: DefaultFailureTimeout,
+		partTimeout: DefaultPartitionTimeout}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -61,7 +77,10 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadEnv, info.Rank, info.Size)
 	}
 	c := &Client{info: info, log: o.log, closeTimeout: o.closeTimeout, pending: map[uint64]chan frame{},
-		readerDone: make(chan struct{})}
+		readerDone: make(chan struct{}), failures: map[int]*PeerFailure{}, hostRank: 0}
+	if info.Launcher == LauncherGoarmci && info.RDV != "" {
+		c.hostRank = -1 // goarmci run hosts the rendezvous (locate)
+	}
 	defer func() {
 		if err != nil {
 			c.abort()
@@ -106,16 +125,27 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 	case mWelcome:
 		d := dec{b: f.payload}
 		c.jobID = d.str()
+		c.failTimeout = time.Duration(d.u64())
+		c.partTimeout = time.Duration(d.u64())
 		if err := d.done(); err != nil {
 			return nil, err
+		}
+		if c.failTimeout < 0 || c.failTimeout > 24*time.Hour || c.partTimeout < 0 || c.partTimeout > 24*time.Hour {
+			return nil, fmt.Errorf("%w: failure timeout %v, partition timeout %v in the welcome", ErrProtocol, c.failTimeout, c.partTimeout)
 		}
 	case mError:
 		return nil, decodeError(f.payload)
 	default:
 		return nil, fmt.Errorf("%w: answer %d to hello", ErrProtocol, f.typ)
 	}
+	c.det = newDetector(1, c.failTimeout, c.partTimeout)
+	c.det.join(0, time.Now())
 	c.reading = true
 	go c.readLoop()
+	if c.failTimeout > 0 {
+		c.pingStop, c.pingDone = make(chan struct{}), make(chan struct{})
+		go c.heartbeat()
+	}
 
 	// First exchange: who is where.
 	var pe enc
@@ -140,6 +170,8 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 
 // abort releases what a failed Connect started.
 func (c *Client) abort() {
+	c.closing.Store(true)
+	c.stopHeartbeat()
 	if c.conn != nil {
 		if c.reading {
 			// Leave politely so the others' errors name the ranks still missing rather than
@@ -252,7 +284,8 @@ func (c *Client) host(o *connectOptions, listen string) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %s: hosting the rendezvous on %s: %w", c.info, listen, err)
 	}
-	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log))
+	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log),
+		WithServerFailureTimeout(o.failTimeout), WithServerPartitionTimeout(o.partTimeout))
 	if err != nil {
 		ln.Close()
 		return err

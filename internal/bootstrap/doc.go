@@ -16,6 +16,10 @@
 // or, under Slurm, the first host of SLURM_STEP_NODELIST at a port derived from the job and
 // step ids. The wire format is versioned and length-prefixed (wire.go).
 //
+// The same connection detects failed ranks (liveness.go): a rank whose connection closes before
+// its goodbye, or that stays silent for the failure timeout (heartbeats), is reported to every
+// other rank (Client.OnPeerFailure, error *PeerFailure wrapping ErrPeerLost).
+//
 // This is the out-of-band channel of the runtime, in the role of MPI's PMI or ARMCI's use of
 // MPI for start-up: small messages, start-up and collective allocation only, never on the
 // data path.

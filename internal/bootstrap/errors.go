@@ -17,8 +17,9 @@ var (
 	// ErrRefused: the rendezvous service refused this rank (duplicate rank, size mismatch,
 	// job failed).
 	ErrRefused = errors.New("bootstrap: refused by rendezvous")
-	// ErrPeerLost: a rank's connection to the rendezvous ended before it said goodbye; every
-	// later collective fails.
+	// ErrPeerLost: a rank failed — its connection to the rendezvous ended before it said
+	// goodbye, or it was silent for the failure timeout (*PeerFailure says which rank and how);
+	// every later collective fails.
 	ErrPeerLost = errors.New("bootstrap: rank lost")
 	// ErrClosed: the client or server was closed.
 	ErrClosed = errors.New("bootstrap: closed")

@@ -17,13 +17,17 @@ import (
 // collectives (AllGather, Barrier) over all ranks, on a TCP listener. Ranks join with Connect.
 // It is the role of the PMI server of MPI launchers.
 //
-// When a rank's connection ends before it said goodbye, the job is failed: pending and later
-// collectives of every rank return ErrPeerLost naming the rank.
+// When a rank's connection ends before it said goodbye, or nothing is heard from it for the
+// failure timeout, the rank is failed (liveness.go): every other rank is told (its Client
+// reports the rank to OnPeerFailure), and pending and later collectives of every rank return an
+// error wrapping ErrPeerLost naming the rank.
 type Server struct {
-	ln    net.Listener
-	size  int
-	jobID string
-	log   zerolog.Logger
+	ln          net.Listener
+	size        int
+	jobID       string
+	log         zerolog.Logger
+	failTimeout time.Duration
+	partTimeout time.Duration
 
 	mu      sync.Mutex
 	conns   map[*sconn]struct{}
@@ -36,6 +40,8 @@ type Server struct {
 	kv      map[string][]byte
 	getters map[string][]getter
 	failed  error
+	det     *detector // one member per rank
+	peerErr []*PeerFailure
 
 	done     chan struct{} // closed when every rank joined and left
 	closed   chan struct{}
@@ -72,6 +78,29 @@ func WithJobID(id string) ServerOption { return func(s *Server) { s.jobID = id }
 // WithServerLogger sets the server's logger (default: none).
 func WithServerLogger(l zerolog.Logger) ServerOption { return func(s *Server) { s.log = l } }
 
+// WithServerFailureTimeout sets how long a rank may stay silent (no frame, heartbeats included)
+// before it is declared failed; the server hands it to every rank, whose heartbeats it paces.
+// 0 turns heartbeats off: only closed connections fail ranks. Default DefaultFailureTimeout
+// (config GOARMCI_FAILURE_TIMEOUT).
+func WithServerFailureTimeout(d time.Duration) ServerOption {
+	return func(s *Server) { s.failTimeout = max(d, 0) }
+}
+
+// WithServerPartitionTimeout sets the partition timeout of the job (GOARMCI_PARTITION_TIMEOUT:
+// how long the network layer rides out a partition): a silent rank whose host does not answer
+// either is declared failed after it plus the failure timeout; 0: never. The server hands it
+// to every rank. Default DefaultPartitionTimeout.
+func WithServerPartitionTimeout(d time.Duration) ServerOption {
+	return func(s *Server) { s.partTimeout = max(d, 0) }
+}
+
+// DefaultFailureTimeout is the default failure timeout (GOARMCI_FAILURE_TIMEOUT).
+const DefaultFailureTimeout = 2 * time.Second
+
+// DefaultPartitionTimeout is the default partition timeout (GOARMCI_PARTITION_TIMEOUT, whose
+// default hybridft.DefaultPartitionTimeout is).
+const DefaultPartitionTimeout = 30 * time.Second
+
 // helloTimeout bounds how long a new connection may take to say who it is.
 const helloTimeout = 30 * time.Second
 
@@ -85,7 +114,7 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 		return nil, fmt.Errorf("%w: rendezvous size %d < 1", ErrBadEnv, size)
 	}
 	s := &Server{
-		ln: ln, size: size, log: zerolog.Nop(),
+		ln: ln, size: size, log: zerolog.Nop(), failTimeout: DefaultFailureTimeout, partTimeout: DefaultPartitionTimeout,
 		conns: map[*sconn]struct{}{}, ranks: make([]*sconn, size), hasLeft: make([]bool, size), entered: make([]uint64, size),
 		gathers: map[uint64]*gatherState{}, kv: map[string][]byte{}, getters: map[string][]getter{},
 		done: make(chan struct{}), closed: make(chan struct{}),
@@ -98,9 +127,92 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 		_, _ = rand.Read(b[:])
 		s.jobID = hex.EncodeToString(b[:])
 	}
+	s.det = newDetector(size, s.failTimeout, s.partTimeout)
+	s.peerErr = make([]*PeerFailure, size)
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if s.failTimeout > 0 {
+		s.wg.Add(1)
+		go s.heartbeat()
+	}
 	return s, nil
+}
+
+// Failed returns the ranks declared failed so far, ascending.
+func (s *Server) Failed() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for r, pf := range s.peerErr {
+		if pf != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// heartbeat is the server's driver of the detector's clock: every heartbeatEvery it declares
+// the ranks silent for the failure timeout failed and sends every joined rank a heartbeat.
+func (s *Server) heartbeat() {
+	defer s.wg.Done()
+	t := time.NewTicker(heartbeatEvery(s.failTimeout))
+	defer t.Stop()
+	ping := pingPayload
+	for {
+		select {
+		case <-s.closed:
+			return
+		case now := <-t.C:
+			var msgs []out
+			var drop []*sconn
+			s.mu.Lock()
+			for _, sc := range s.ranks {
+				if sc != nil {
+					if at, ok := hostAckedAt(sc.c, now); ok {
+						s.det.hostHeard(sc.rank, at)
+					}
+				}
+			}
+			for _, d := range s.det.tick(now) {
+				msgs = append(msgs, s.declareLocked(&PeerFailure{Rank: d.k, Reason: d.reason, After: d.after})...)
+				if sc := s.ranks[d.k]; sc != nil {
+					drop = append(drop, sc)
+				}
+			}
+			for _, sc := range s.ranks {
+				if sc != nil && !s.det.failed(sc.rank) {
+					msgs = append(msgs, out{sc, mPing, ping})
+				}
+			}
+			s.mu.Unlock()
+			s.send(msgs)
+			for _, sc := range drop {
+				sc.c.Close() // told it was declared failed (if it ever reads again); its reader ends
+			}
+		}
+	}
+}
+
+// declareLocked records rank pf.Rank as failed and returns the notices to every joined rank
+// (the failed one included, when still connected: a stopped rank that resumes learns it was
+// declared failed). The first failure fails the job's collectives.
+func (s *Server) declareLocked(pf *PeerFailure) []out {
+	if s.peerErr[pf.Rank] != nil {
+		return nil
+	}
+	s.peerErr[pf.Rank] = pf
+	if s.failed == nil {
+		s.failed = pf
+	}
+	s.log.Warn().Int("peer", pf.Rank).Str("reason", pf.Error()).Msg("rendezvous: rank lost")
+	var msgs []out
+	p := encodePeerFailed(pf)
+	for _, o := range s.ranks {
+		if o != nil {
+			msgs = append(msgs, out{o, mPeerFailed, p})
+		}
+	}
+	return msgs
 }
 
 // Serve runs a rendezvous service on ln for size ranks until every rank has joined and left
@@ -262,12 +374,23 @@ func (s *Server) serveConn(sc *sconn) {
 // handle processes one frame from sc; stop closes the connection.
 func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 	d := dec{b: f.payload}
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sc.rank < 0 && f.typ != mHello {
 		return []out{errorMsg(sc, 0, ekProtocol, fmt.Sprintf("message type %d before hello", f.typ))}, true
 	}
+	if sc.rank >= 0 {
+		s.det.heard(sc.rank, now)
+	}
 	switch f.typ {
+	case mPing:
+		d.u64()
+		if err := d.done(); err != nil {
+			return []out{errorMsg(sc, 0, ekProtocol, "malformed heartbeat")}, true
+		}
+		return nil, false
+
 	case mHello:
 		rank, size, _ := int(d.u32()), int(d.u32()), d.str()
 		if err := d.done(); err != nil {
@@ -288,9 +411,12 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 		sc.rank = rank
 		s.ranks[rank] = sc
 		s.joined++
+		s.det.join(rank, now)
 		_ = sc.c.SetReadDeadline(time.Time{})
 		var e enc
 		e.str(s.jobID)
+		e.u64(uint64(s.failTimeout))
+		e.u64(uint64(s.partTimeout))
 		s.log.Debug().Int("peer", rank).Int("joined", s.joined).Msg("rendezvous: rank joined")
 		return []out{{sc, mWelcome, e.b}}, false
 
@@ -386,6 +512,7 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
 		}
 		sc.bye = true
+		s.det.bye(sc.rank)
 		var e enc
 		e.u64(id)
 		return []out{{sc, mByeAck, e.b}}, false
@@ -413,20 +540,12 @@ func (s *Server) dropped(sc *sconn, cause error) {
 		s.ranks[r] = nil
 		s.hasLeft[r] = true
 		s.left++
-		if !sc.bye && s.failed == nil {
-			select {
-			case <-s.closed:
-			default:
-				s.failed = fmt.Errorf("%w: rank %d left the rendezvous without goodbye", ErrPeerLost, r)
-				if cause != nil {
-					s.failed = fmt.Errorf("%w (%v)", s.failed, cause)
-				}
-				s.log.Warn().Int("peer", r).Err(cause).Msg("rendezvous: rank lost")
-				for _, o := range s.ranks {
-					if o != nil {
-						msgs = append(msgs, errorMsg(o, 0, ekLost, s.failed.Error()))
-					}
-				}
+		select {
+		case <-s.closed:
+		default:
+			if reason, ok := s.det.closed(r); ok {
+				s.log.Debug().Int("peer", r).Err(cause).Msg("rendezvous: connection closed before goodbye")
+				msgs = s.declareLocked(&PeerFailure{Rank: r, Reason: reason})
 			}
 		}
 		if s.left == s.size {

@@ -16,8 +16,11 @@ import (
 // u32 count followed by the items. A frame with another version, an unknown type, a length above
 // maxFrame or a payload that does not parse exactly is a protocol error (ErrProtocol), never a
 // panic.
+//
+// Version 2 added peer failure detection: mWelcome carries the failure and partition timeouts, mPing is the
+// heartbeat of both directions, mPeerFailed declares a rank failed to the others.
 const (
-	wireVersion = 1
+	wireVersion = 2
 	headerLen   = 6
 	// maxFrame bounds one message's payload (bytes); AllGather results are one frame.
 	maxFrame = 256 << 20
@@ -26,7 +29,7 @@ const (
 // Message types.
 const (
 	mHello        byte = 1  // c→s: rank u32, size u32, jobID str
-	mWelcome      byte = 2  // s→c: jobID str
+	mWelcome      byte = 2  // s→c: jobID str, failure timeout u64, partition timeout u64 (ns; 0 = none)
 	mGather       byte = 3  // c→s: id u64, seq u64, data str
 	mGatherResult byte = 4  // s→c: id u64, seq u64, parts list of str
 	mPut          byte = 5  // c→s: id u64, key str, value str
@@ -38,6 +41,9 @@ const (
 	mBye          byte = 11 // c→s: id u64
 	mByeAck       byte = 12 // s→c: id u64
 	mError        byte = 13 // s→c: id u64 (0 = whole connection), kind u8, message str
+	mPing         byte = 14 // c→s and s→c: id u64 (= 0); heartbeat, no answer
+	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns)
+	mLast              = mPeerFailed
 )
 
 // Error kinds carried by mError.
@@ -75,7 +81,7 @@ func readFrame(r io.Reader) (frame, error) {
 	if h[0] != wireVersion {
 		return frame{}, fmt.Errorf("%w: wire version %d, want %d", ErrProtocol, h[0], wireVersion)
 	}
-	if h[1] < mHello || h[1] > mError {
+	if h[1] < mHello || h[1] > mLast {
 		return frame{}, fmt.Errorf("%w: unknown message type %d", ErrProtocol, h[1])
 	}
 	n := binary.BigEndian.Uint32(h[2:])

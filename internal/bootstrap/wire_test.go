@@ -138,7 +138,7 @@ func TestClientSurvivesMalformedServer(t *testing.T) {
 		{wireVersion, mWelcome, 0, 0, 0, 1, 0},       // truncated job id
 		{wireVersion, mGatherResult, 0, 0, 0, 0},     // wrong answer type
 		{wireVersion, mError, 0, 0, 0, 3, 0, 0, 0},   // truncated error
-		{2, mWelcome, 0, 0, 0, 0},                    // other version
+		{1, mWelcome, 0, 0, 0, 0},                    // the older version
 		{wireVersion, mWelcome, 0xff, 0xff, 0xff, 0}, // too long
 	}
 	for i, ans := range answers {
@@ -171,6 +171,12 @@ func FuzzReadFrame(f *testing.F) {
 	_ = writeFrame(&buf, mGatherResult, e.b)
 	f.Add(buf.Bytes())
 	f.Add([]byte{wireVersion, mError, 0, 0, 0, 3, 1, 2, 3})
+	buf.Reset()
+	_ = writeFrame(&buf, mPeerFailed, encodePeerFailed(&PeerFailure{Rank: 2, Reason: FailSilent, After: time.Second}))
+	f.Add(buf.Bytes())
+	buf.Reset()
+	_ = writeFrame(&buf, mPing, pingPayload)
+	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := readFrame(bytes.NewReader(b))
 		if err != nil {
@@ -185,6 +191,9 @@ func FuzzReadFrame(f *testing.F) {
 		d = dec{b: fr.payload}
 		d.u32list()
 		_ = decodeError(fr.payload)
+		if pf, err := decodePeerFailed(fr.payload, 1<<20); err == nil && (pf.Rank < 0 || pf.Rank >= 1<<20) {
+			t.Fatalf("peer failure of rank %d accepted", pf.Rank)
+		}
 		// Round trip.
 		var out bytes.Buffer
 		if err := writeFrame(&out, fr.typ, fr.payload); err != nil {

@@ -97,6 +97,15 @@ type Config struct {
 	// need to recover a transient fault. 0, set explicitly, waits until the operation's context
 	// ends. GOARMCI_PARTITION_TIMEOUT.
 	PartitionTimeout time.Duration
+	// FailureTimeout bounds how long after its last heartbeat on its rendezvous connection
+	// (every eighth of it) a silent rank whose host still answers (stopped, hung) is declared
+	// failed to every other rank; a pause shorter than three quarters of it never is. A rank
+	// whose host does not answer either (a partition) is declared after PartitionTimeout plus
+	// this. A rank whose process ends is declared at once, its connection closing. 0 turns
+	// heartbeats off (only ended processes are detected). The rendezvous' value holds for the
+	// job.
+	// GOARMCI_FAILURE_TIMEOUT.
+	FailureTimeout time.Duration
 	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
 	// package validates it. GOARMCI_STRIPE_POLICY.
 	StripePolicy string

@@ -22,6 +22,10 @@ type Group struct {
 	filled int
 	result [][]byte
 	closed bool
+
+	failMu   sync.Mutex
+	failed   map[int]error                 // injected failures, by rank
+	watchers []func(rank int, cause error) // members' OnPeerFailure callbacks
 }
 
 // NewGroup creates a bootstrap group of n ranks.
@@ -29,6 +33,37 @@ func NewGroup(n int) *Group {
 	g := &Group{n: n, data: make([][]byte, n)}
 	g.cond = sync.NewCond(&g.mu)
 	return g
+}
+
+// Fail declares rank failed to every member (rma.FailureDetector), as the real bootstrap does
+// when a rank's process ends before Finalize: cause is what the members' errors say (nil: "rank
+// N exited before Finalize"). The failed rank's own member is told too (a rank declared failed
+// learns it), so none of the group's ranks waits for it. Each rank is declared once.
+func (g *Group) Fail(rank int, cause error) {
+	if cause == nil {
+		cause = fmt.Errorf("rank %d exited before Finalize", rank)
+	}
+	g.failMu.Lock()
+	if g.failed == nil {
+		g.failed = map[int]error{}
+	}
+	if _, ok := g.failed[rank]; ok {
+		g.failMu.Unlock()
+		return
+	}
+	g.failed[rank] = cause
+	ws := append([]func(int, error){}, g.watchers...)
+	g.failMu.Unlock()
+	for _, w := range ws {
+		w(rank, cause)
+	}
+}
+
+// Failed reports whether some rank was declared failed (Fail).
+func (g *Group) Failed() bool {
+	g.failMu.Lock()
+	defer g.failMu.Unlock()
+	return len(g.failed) > 0
 }
 
 // Member is rank's view of the group.
@@ -91,6 +126,24 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 func (m *Member) Barrier(ctx context.Context) error {
 	_, err := m.AllGather(ctx, nil)
 	return err
+}
+
+// OnPeerFailure registers f for the failures the group declares (Fail); it makes Member an
+// rma.FailureDetector.
+func (m *Member) OnPeerFailure(f func(rank int, cause error)) {
+	g := m.g
+	g.failMu.Lock()
+	g.watchers = append(g.watchers, f)
+	known := make(map[int]error, len(g.failed))
+	for r, c := range g.failed {
+		known[r] = c
+	}
+	g.failMu.Unlock()
+	for r := range g.n {
+		if c, ok := known[r]; ok {
+			f(r, c)
+		}
+	}
 }
 
 // Close is a no-op (the group outlives its members).

@@ -2,6 +2,7 @@ package rmatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -20,6 +21,7 @@ type options struct {
 	timeout   time.Duration
 	hosts     func(rank int) string
 	configure func(rank int, c *rma.Config)
+	group     func(g *Group)
 }
 
 // Transport selects the transport between the ranks (default shm).
@@ -36,6 +38,11 @@ func Hosts(f func(rank int) string) Option { return func(o *options) { o.hosts =
 // harness sets Bootstrap, Transport, HostID and Job first.
 func Configure(f func(rank int, c *rma.Config)) Option { return func(o *options) { o.configure = f } }
 
+// UseGroup hands the ranks' bootstrap group to f before the ranks start, so a test can inject a
+// rank's failure (Group.Fail). After a failure, Finalize errors wrapping rma.ErrPeerFailed are
+// expected and not reported.
+func UseGroup(f func(g *Group)) Option { return func(o *options) { o.group = f } }
+
 var jobSeq atomic.Int64
 
 // Run starts n ranks as goroutines, each with its own rma.Runtime, runs body on every rank and
@@ -51,6 +58,9 @@ func Run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *r
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	g := NewGroup(n)
+	if o.group != nil {
+		o.group(g)
+	}
 	job := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, jobSeq.Add(1))
 	var wg sync.WaitGroup
 	ranks := make([]*rankT, n)
@@ -92,7 +102,7 @@ func Run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *r
 				return
 			}
 			finalized = true
-			if err := r.Finalize(ctx); err != nil {
+			if err := r.Finalize(ctx); err != nil && !(g.Failed() && errors.Is(err, rma.ErrPeerFailed)) {
 				rt.Errorf("rank %d: Finalize: %v", i, err)
 			}
 		}()
