@@ -9,18 +9,18 @@ import (
 	"github.com/goarmci/goarmci/internal/accum"
 )
 
-// BarrierAlg selects the algorithm of BarrierWith (seed 001 §3).
+// BarrierAlg selects the algorithm of BarrierWith [Kini03 §3].
 type BarrierAlg int
 
 const (
-	// BarrierDissemination is Barrier's algorithm: RDMA dissemination ("RDS", seed 001 §3.2),
+	// BarrierDissemination is Barrier's algorithm: RDMA dissemination ("RDS", [Kini03 §3.2]),
 	// ⌈log2 N⌉ rounds for any N.
 	BarrierDissemination BarrierAlg = iota
-	// BarrierPairwise is RDMA pairwise exchange by recursive doubling ("RPE", seed 001 §3.1, MPICH's
+	// BarrierPairwise is RDMA pairwise exchange by recursive doubling ("RPE", [Kini03 §3.1], MPICH's
 	// MPI_Barrier): log2 N rounds for a power of two, ⌊log2 N⌋+2 otherwise (the ranks beyond the
 	// largest power of two first report to a partner below it and are released by it at the end).
 	BarrierPairwise
-	// BarrierGatherBroadcast is RDMA gather and multicast ("RGM", seed 001 §3.3): arrivals are
+	// BarrierGatherBroadcast is RDMA gather and multicast ("RGM", [Kini03 §3.3]): arrivals are
 	// gathered up a tree of fan-in 7 (the seed's best) to rank 0, which then releases every rank
 	// with one write each (the seed multicasts over UD; here the writes go one by one).
 	BarrierGatherBroadcast
@@ -40,7 +40,7 @@ func (a BarrierAlg) String() string {
 
 // Flag words of the system segment used by the algorithms of this file. Barrier's dissemination
 // uses words 0..⌈log2 N⌉-1; each word here has a single writer per job size, so the barrier ids
-// written into it only grow (seed 001 §4) whatever algorithms are mixed.
+// written into it only grow [Kini03 §4] whatever algorithms are mixed.
 const (
 	pairwiseExtraSlot = 32 // written by rank me+P (an extra rank) to its partner me < N-P
 	pairwiseRoundSlot = 33 // + round k, written by me XOR 2^k; also an extra rank's release, from me-P
@@ -51,7 +51,7 @@ const (
 )
 
 // BarrierWith synchronizes all ranks with the chosen algorithm (ARMCI_Barrier with a choice of
-// seed 001's algorithms, for the barrier benchmark): it first completes this rank's outstanding
+// [Kini03]'s algorithms, for the barrier benchmark): it first completes this rank's outstanding
 // operations (AllFence). Every rank must pass the same alg. Errors: ErrBadOp for an unknown
 // algorithm or a job too large for pairwise exchange (more than 2^14 ranks), ctx's, transport
 // errors.

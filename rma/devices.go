@@ -33,7 +33,7 @@ func (r *Runtime) openShm() error {
 
 // openNet opens the network device with one port per rail (GOARMCI_RAILS / Config.Rails: an
 // interface name, an IP or an ip:port each; default defaultRail()). Every peer reached through
-// the network gets one RC connection per rail, the subchannels of its multirail channel (seed 000
+// the network gets one RC connection per rail, the subchannels of its multirail channel ([Vishnu07]
 // §4.1.1).
 func (r *Runtime) openNet() error {
 	rails := r.cfg.Rails
@@ -62,7 +62,7 @@ func (r *Runtime) openNet() error {
 		return r.addNetwork(TransportTCP, dev, nil)
 	}
 	r.closers = append(r.closers, dev.Close)
-	// Hybrid network fault tolerance (seed 003): the manager's UD connection manager listens on
+	// Hybrid network fault tolerance [Vishnu09]: the manager's UD connection manager listens on
 	// every rail; it is closed before the device (closers run in reverse).
 	o := hybridft.OptionsFrom(r.cfg.env.cfg)
 	for _, pc := range ports {

@@ -6,7 +6,7 @@ import (
 
 // Direct access to same-node parts of a segment (ARMCI's shared-memory path on SMP nodes:
 // ARMCI_Put/Get between processes of one node are memory copies into the segment as mapped
-// in the origin; DESIGN.md §8). A Put or Get (blocking or not: a non-blocking one completes at
+// in the origin, [ARMCI]). A Put or Get (blocking or not: a non-blocking one completes at
 // issue and returns no handle, as ARMCI allows) to a peer over shared memory copies
 // straight into or out of a view of the peer's part (ibv.RemoteView, checked once against the
 // part's rkey when first used), with no work request: the view is taken per (segment, peer)

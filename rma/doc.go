@@ -11,9 +11,9 @@
 //
 // Remote memory is named by (segment, rank, byte offset) instead of ARMCI's remote pointers.
 //
-// Completion and ordering (DESIGN.md §3): a blocking Put/Acc returns when the source buffer may
+// Completion and ordering ([ARMCI]): a blocking Put/Acc returns when the source buffer may
 // be reused; Fence(p)/AllFence make issued operations complete at the target; operations from one
 // origin to one target that overlap are applied in program order (a Get after a Put to the same
 // location returns the new data with no fence). Acc is atomic per element with respect to other
-// accumulates; Rmw is atomic. The barrier is the RDMA dissemination barrier of seed 001 §3.
+// accumulates; Rmw is atomic. The barrier is the RDMA dissemination barrier of [Kini03 §3].
 package rma

@@ -29,7 +29,7 @@ var (
 	ErrTransport = errors.New("rma: transport failure")
 	// ErrPartition: no network path to the target existed for longer than the partition
 	// timeout (GOARMCI_PARTITION_TIMEOUT, default 30 s); the operation was given up
-	// (seed 000 §10.3.3).
+	// [Vishnu07 §10.3.3].
 	ErrPartition = hybridft.ErrPartition
 	// ErrNoSpace: shared memory could not be allocated — Init: the shared-memory control file
 	// does not fit in its directory (GOARMCI_SHM_DIR, default /dev/shm, is full); Malloc: the

@@ -28,8 +28,8 @@ const (
 	faultWindow        = 4        // puts in flight
 )
 
-// TestRailDownMidTransfer is issue 5's first acceptance point on real links (seed 003 §V.B,
-// DESIGN.md §3): two hosts (network namespaces) joined by two veth rails of 1 Gbit/s each; rank 0
+// TestRailDownMidTransfer: a pulled cable mid-transfer on real links ([Vishnu09 §V.B]): nothing
+// lost or applied twice. Two hosts (network namespaces) joined by two veth rails of 1 Gbit/s each; rank 0
 // streams 1 GiB into rank 1's part as striped non-blocking 16 MiB puts, and rail 0's cable is
 // pulled when half of it has been issued (so puts are in flight on the rail as it dies). The
 // transfer must complete with default settings (APM on), rank 1's SHA-256 of its part must equal

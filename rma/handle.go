@@ -48,7 +48,7 @@ func (h *Handle) Test() bool {
 
 // begin starts a request towards peer pe on its network; it is counted in the peer's
 // outstanding operations until it completes (pe.done, built once per peer). block marks it for
-// the scheduler (EPC's communication marker, seed 000 §6.2.3).
+// the scheduler (EPC's communication marker, [Vishnu07 §6.2.3]).
 func (r *Runtime) begin(pe *peer, block bool) (*multirail.Network, *multirail.Request) {
 	n := r.nets[pe.net].net
 	pe.outstanding.Add(1)

@@ -8,7 +8,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft"
 )
 
-// On-demand connections (seed 003 §IV.B.2; seed 004: "RC connections aren't scalable ... on
+// On-demand connections ([Vishnu09 §IV.B.2]; [Sridhar08]: "RC connections aren't scalable ... on
 // demand connection setup"). In a job of more ranks than GOARMCI_ON_DEMAND_THRESHOLD (as
 // MVAPICH2's MV2_ON_DEMAND_THRESHOLD), Init exchanges only each rank's UD connection manager
 // address — a few dozen bytes per rank instead of one connection description per peer and

@@ -62,10 +62,10 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 
 // Barrier synchronizes all ranks (ARMCI_Barrier): it first completes this rank's outstanding
-// operations (AllFence), then runs the RDMA dissemination barrier of seed 001 §3 ("RDS"): in
+// operations (AllFence), then runs the RDMA dissemination barrier of [Kini03 §3] ("RDS"): in
 // round k every rank writes the barrier's id into flag k of rank (me+2^k) mod N and polls its
 // own flag k until the id written by rank (me−2^k) mod N arrives. The ids only grow, so the
-// flags never need resetting (seed 001 §4, "barrier_id"). The write is an 8-byte atomic swap
+// flags never need resetting ([Kini03 §4], "barrier_id"). The write is an 8-byte atomic swap
 // rather than an RDMA write so the polled word can never be read torn.
 func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {

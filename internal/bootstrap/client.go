@@ -145,7 +145,7 @@ func (c *Client) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 }
 
 // Barrier is collective: it returns once every rank has entered it (MPI_Barrier over the
-// rendezvous; the runtime's RDMA barriers of seed 001 are in rma). Errors as AllGather.
+// rendezvous; the runtime's RDMA barriers of [Kini03] are in rma). Errors as AllGather.
 func (c *Client) Barrier(ctx context.Context) error {
 	_, err := c.AllGather(ctx, nil)
 	return err

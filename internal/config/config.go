@@ -72,16 +72,16 @@ type Config struct {
 	// StartupTimeout bounds every wait at start-up (rendezvous, first exchange).
 	// GOARMCI_STARTUP_TIMEOUT.
 	StartupTimeout time.Duration
-	// FT enables hybrid network fault tolerance on network connections (seed 003: the UD
+	// FT enables hybrid network fault tolerance on network connections ([Vishnu09]: the UD
 	// connection manager, software recovery and retransmission, APM when APM is also set); off,
 	// a broken connection fails its operations. GOARMCI_FT.
 	FT bool
 	// OnDemandThreshold: in jobs of more ranks than this, network connections are set up on
-	// demand, the first time a peer is used, through the UD connection manager (seed 003
-	// §IV.B.2, seed 004); up to it, every connection at Init. 0: always on demand. Needs FT.
+	// demand, the first time a peer is used, through the UD connection manager ([Vishnu09]
+	// §IV.B.2, [Sridhar08]); up to it, every connection at Init. 0: always on demand. Needs FT.
 	// GOARMCI_ON_DEMAND_THRESHOLD (as MVAPICH2's MV2_ON_DEMAND_THRESHOLD).
 	OnDemandThreshold int
-	// APM enables automatic path migration (seed 000 ch. 9, seed 003). GOARMCI_APM.
+	// APM enables automatic path migration ([Vishnu07 ch. 9], [Vishnu09]). GOARMCI_APM.
 	APM bool
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing
 	// APM, as MVAPICH2's MV2_USE_APM_TEST). GOARMCI_APM_TEST.
@@ -106,15 +106,15 @@ type Config struct {
 	// job.
 	// GOARMCI_FAILURE_TIMEOUT.
 	FailureTimeout time.Duration
-	// StripePolicy names the multi-rail scheduling policy (seed 000 ch. 4–8); the multirail
+	// StripePolicy names the multi-rail scheduling policy [Vishnu07 ch. 4–8]; the multirail
 	// package validates it. GOARMCI_STRIPE_POLICY.
 	StripePolicy string
 	// StripeThreshold is the message size in bytes from which messages are striped over rails
 	// instead of sent whole, on the previous operation's subchannel while it is idle, else on the
-	// least busy one (seed 000 §5.2.3, §4.1.2). GOARMCI_STRIPE_THRESHOLD.
+	// least busy one [Vishnu07 §5.2.3, §4.1.2]. GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int64
 	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
-	// parking while traffic flows (DESIGN.md §8). GOARMCI_TCP_POLL.
+	// parking while traffic flows (waking a parked reader costs tens of µs). GOARMCI_TCP_POLL.
 	TCPPoll string
 	// Stats prints per-rank communication statistics at finalize. GOARMCI_STATS.
 	Stats bool

@@ -165,7 +165,7 @@ var table = []Knob{
 		get: func(c *Config) string { return c.StartupTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.StartupTimeout }, false)},
 	{Name: "GOARMCI_FT", Type: "bool", Default: "true",
-		Doc: "hybrid network fault tolerance on network connections: APM, then software recovery (seed 003); false = plain RC",
+		Doc: "hybrid network fault tolerance on network connections: APM, then software recovery [Vishnu09]; false = plain RC",
 		get: func(c *Config) string { return strconv.FormatBool(c.FT) },
 		set: boolSetter(func(c *Config) *bool { return &c.FT })},
 	{Name: "GOARMCI_ON_DEMAND_THRESHOLD", Type: "int", Default: "64", Unit: "ranks",
@@ -180,7 +180,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_APM", Type: "bool", Default: "true",
-		Doc: "automatic path migration: arm an alternate path on every RC queue pair (seed 000 ch. 9)",
+		Doc: "automatic path migration: arm an alternate path on every RC queue pair [Vishnu07 ch. 9]",
 		get: func(c *Config) string { return strconv.FormatBool(c.APM) },
 		set: boolSetter(func(c *Config) *bool { return &c.APM })},
 	{Name: "GOARMCI_APM_TEST", Type: "duration", Default: "0s",
@@ -235,7 +235,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_STRIPE_THRESHOLD", Type: "bytes", Default: "16KiB", Unit: "bytes",
-		Doc: "message size from which messages are striped over rails; smaller ones go whole, on the previous operation's rail while it is idle (seed 000 §5.2.3)",
+		Doc: "message size from which messages are striped over rails; smaller ones go whole, on the previous operation's rail while it is idle [Vishnu07 §5.2.3]",
 		get: func(c *Config) string { return FormatBytes(c.StripeThreshold) },
 		set: func(c *Config, v string) error {
 			n, err := ParseBytes(v)
