@@ -145,11 +145,113 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 		return err
 	}
 	o.off = off
+	if w.direct[t] && w.qn[t] == 0 {
+		// Nothing of this epoch is queued for t, and every rma operation to t completes at
+		// issue: a small operation runs now (atOnce) — program order with the accumulates to t is
+		// kept, since every earlier one has already been applied.
+		switch {
+		case o.kind >= kAcc && n <= 8 && n == o.typ.Size():
+			return w.accAtOnce(ctx, &o)
+		case o.kind < kAcc && n <= eagerBytes:
+			return w.dataAtOnce(ctx, &o)
+		}
+	}
 	w.q = append(w.q, o)
+	w.qn[t]++
 	if len(w.q) >= w.opt.depth {
 		return w.issue(ctx, -1)
 	}
 	return nil
+}
+
+// ---- operations that run at issue ----
+
+// eagerBytes is the largest Put or Get that runs at issue to a direct target (a rank this one
+// reaches through a mapped view, or itself) when nothing is queued for it: a copy through the
+// view, cheaper than queuing it for the epoch's close. Larger ones stay queued for the
+// reordering policy.
+const eagerBytes = 4096
+
+// dataAtOnce runs a Put or Get to a direct target now; it is complete when this returns.
+func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
+	var err error
+	if o.kind == kPut {
+		err = w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	} else {
+		err = w.rt.Get(ctx, w.data, o.target, o.off, o.dst)
+	}
+	if err != nil {
+		return fmt.Errorf("window: issue to rank %d: %w", o.target, err)
+	}
+	return nil
+}
+
+// accAtOnce runs a one-element accumulate-class operation (at most 8 bytes) to a direct target
+// now, in the window's atomicity domain, and completes it before returning: on a SingleIntrinsic
+// window the target's native atomic; otherwise under the target's accumulate lock (not taken
+// inside an exclusive Lock epoch to the target, as in accBatch), where it is one rma atomic or
+// one load, combination and store through the mapped view. So a FetchAndOp to a same-node rank
+// is three CPU atomics (lock, operation, unlock), with no queue and no allocation.
+func (w *Window) accAtOnce(ctx context.Context, o *op) error {
+	tg := o.target
+	var err error
+	switch {
+	case w.opt.native && o.kind == kCAS:
+		err = w.cas(ctx, o)
+	case w.opt.native:
+		err = w.nativeApply(ctx, o)
+	case w.ep.Locked(tg) == LockExclusive:
+		err = w.applyOne(ctx, o)
+	default:
+		if err := w.accLock(ctx, tg); err != nil {
+			return err
+		}
+		err = w.applyOne(ctx, o)
+		// The release is a CPU atomic on the mapped word (tg is direct): it cannot block, and
+		// must happen even when ctx is done.
+		if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
+			return errors.Join(err, fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("window: %v to rank %d: %w", o.aop, tg, err)
+	}
+	return nil
+}
+
+// applyOne applies the one-element accumulate-class operation o (at most 8 bytes) to a direct
+// target, with its accumulate lock held or under an exclusive Lock: CompareAndSwap is the native
+// compare-and-swap; an integer SUM or REPLACE one fetch-and-add or swap; NO_OP one load; the rest
+// one load, the combination on the stack and one store.
+func (w *Window) applyOne(ctx context.Context, o *op) error {
+	if o.kind == kCAS {
+		return w.cas(ctx, o)
+	}
+	if isInteger(o.typ) && (o.aop == OpSum || o.aop == OpReplace) {
+		var old [8]byte
+		f := *o
+		if f.kind == kAcc {
+			f.dst = old[:len(o.src)]
+		}
+		return w.fetchWord(ctx, &f)
+	}
+	var cur, next [8]byte
+	n := len(o.src)
+	if o.kind == kGetAcc {
+		n = len(o.dst)
+	}
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur[:n]); err != nil {
+		return err
+	}
+	if o.kind == kGetAcc {
+		copy(o.dst, cur[:n])
+	}
+	if o.aop == OpNoOp {
+		return nil
+	}
+	copy(next[:n], cur[:n])
+	combine(o.aop, o.typ, next[:n], o.src)
+	return w.rt.Put(ctx, next[:n], w.data, o.target, o.off)
 }
 
 // ---- issue and completion ----
@@ -200,6 +302,14 @@ func (w *Window) complete(ctx context.Context, t int) error {
 // program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
+	if len(w.q) == 0 || (t >= 0 && w.qn[t] == 0) {
+		return nil
+	}
+	if t < 0 {
+		clear(w.qn)
+	} else {
+		w.qn[t] = 0
+	}
 	sel, keep := w.sel[:0], w.q[:0]
 	for i := range w.q {
 		if t < 0 || w.q[i].target == t {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 
 	"github.com/goarmci/goarmci/rma"
 )
@@ -139,6 +140,19 @@ type Window struct {
 	// fence
 	fenceID uint64
 
+	// direct[p]: rank p is reached through a mapped view or is this rank (rma transport "shm" or
+	// "self"): every rma operation to it completes at issue, so a small operation to it runs at
+	// once instead of being queued (atOnce).
+	direct []bool
+	// spinMax is how many polls a local wait (pollLocal) may spin before it yields: spinPolls
+	// when the window's ranks on this machine have a core each, else 0 (decided at Create, as
+	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
+	// (see there).
+	spinMax, spin int
+
+	// operations
+	qn []int // per target: operations of w.q to it
+
 	// operations
 	q       []op
 	sel     []op
@@ -211,11 +225,21 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 		postSeq:     make([]uint64, n),
 		startSeq:    make([]uint64, n),
 		touched:     make([]bool, n),
+		direct:      make([]bool, n),
+		qn:          make([]int, n),
 	}
+	machine := 0
 	for p := 0; p < n; p++ {
 		w.sizes[p] = seg.Len(p)
 		w.disp[p] = int(binary.LittleEndian.Uint64(units[8*p:]))
+		switch rt.TransportTo(p) {
+		case "shm", "self":
+			w.direct[p] = true
+			machine++
+		}
 	}
+	w.spinMax = spinBudget(machine, runtime.NumCPU())
+	w.spin = w.spinMax
 	return w, nil
 }
 
