@@ -135,7 +135,7 @@ func TestAtOnceOrdering(t *testing.T) {
 
 // TestAtOnceAllocs: the operations that run at issue, and the epochs around them, allocate
 // nothing (a FetchAndOp, CompareAndSwap, Accumulate, Put or Get of 8 bytes to a same-node rank,
-// with a Flush; a Lock, Put, Unlock epoch), in both atomicity domains.
+// integer and floating, with a Flush; a Lock, Put, Unlock epoch), in both atomicity domains.
 func TestAtOnceAllocs(t *testing.T) {
 	for _, d := range []struct {
 		name string
@@ -177,6 +177,15 @@ func TestAtOnceAllocs(t *testing.T) {
 						}
 						return w.Flush(ctx, 1)
 					})
+					check("FetchAndOp(Float64 MAX)+Accumulate(Float64 SUM)+Flush", func() error {
+						if err := w.FetchAndOp(ctx, one, res, Float64, 1, 5, OpMax); err != nil {
+							return err
+						}
+						if err := w.Accumulate(ctx, one, Float64, 1, 6, OpSum); err != nil {
+							return err
+						}
+						return w.Flush(ctx, 1)
+					})
 					check("Put+Get+Flush", func() error {
 						if err := w.Put(ctx, one, 1, 3); err != nil {
 							return err
@@ -208,4 +217,72 @@ func TestAtOnceAllocs(t *testing.T) {
 			}, rmatest.Transport(rma.TransportShm), rmatest.Timeout(60*time.Second))
 		})
 	}
+}
+
+// TestSyncAllocs: a fence epoch and a PSCW epoch pair with an 8-byte Put each allocate nothing
+// (Start and Post reuse their group lists). Rank 0 counts (AllocsPerRun runs f 1+runs times);
+// rank 1 runs the matching calls.
+func TestSyncAllocs(t *testing.T) {
+	rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		const runs = 100
+		me := rt.Rank()
+		peer := 1 - me
+		g := []int{peer}
+		w, err := Allocate(ctx, rt, 64, 8)
+		require.NoError(t, err)
+		src := i64(int64(me) + 1)
+		var ferr error
+		keep := func(err error) {
+			if err != nil && ferr == nil {
+				ferr = err
+			}
+		}
+		fenceEpoch := func() {
+			keep(w.Put(ctx, src, peer, me))
+			keep(w.Fence(ctx, 0))
+		}
+		pscw := func() { // rank 0 accesses then exposes, rank 1 the other way round
+			access := func() {
+				keep(w.Start(ctx, g, 0))
+				keep(w.Put(ctx, src, peer, 2+me))
+				keep(w.Complete(ctx))
+			}
+			expose := func() {
+				keep(w.Post(ctx, g, 0))
+				keep(w.Wait(ctx))
+			}
+			if me == 0 {
+				access()
+				expose()
+			} else {
+				expose()
+				access()
+			}
+		}
+		for _, c := range []struct {
+			name string
+			f    func()
+		}{{"fence", fenceEpoch}, {"pscw", pscw}} {
+			if c.name == "fence" {
+				require.NoError(t, w.Fence(ctx, 0))
+			}
+			if me == 0 {
+				allocs := testing.AllocsPerRun(runs, c.f)
+				require.NoError(t, ferr, c.name)
+				require.Zero(t, allocs, "%s epoch allocates", c.name)
+			} else {
+				for range runs + 1 {
+					c.f()
+				}
+				require.NoError(t, ferr, c.name)
+			}
+			if c.name == "fence" {
+				require.NoError(t, w.Fence(ctx, ModeNoSucceed))
+			}
+			require.NoError(t, rt.Barrier(ctx))
+		}
+		require.Equal(t, int64(peer)+1, geti64(w.Local(), peer))
+		require.Equal(t, int64(peer)+1, geti64(w.Local(), 2+peer))
+		require.NoError(t, w.Free(ctx))
+	}, rmatest.Transport(rma.TransportShm), rmatest.Timeout(60*time.Second))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/goarmci/goarmci/rma"
 )
@@ -47,13 +46,13 @@ type pending struct {
 // ErrRank, ErrRMARange (outside the target's window), ErrFreed; transport and ctx errors when the
 // queue was full and had to be issued.
 func (w *Window) Put(ctx context.Context, origin []byte, target, disp int) error {
-	return w.enqueue(ctx, op{kind: kPut, target: target, src: origin}, disp, len(origin))
+	return w.enqueue(ctx, &op{kind: kPut, target: target, src: origin}, disp, len(origin))
 }
 
 // Get is MPI_Get: it queues a copy of len(result) bytes at displacement disp of target's window
 // into result, which holds them once the epoch closes (or at Flush). Errors as Put's.
 func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error {
-	return w.enqueue(ctx, op{kind: kGet, target: target, dst: result}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kGet, target: target, dst: result}, disp, len(result))
 }
 
 // Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
@@ -68,7 +67,7 @@ func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target
 	if o == OpNoOp {
 		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
 	}
-	return w.enqueue(ctx, op{kind: kAcc, target: target, src: origin, aop: o, typ: typ}, disp, len(origin))
+	return w.enqueue(ctx, &op{kind: kAcc, target: target, src: origin, aop: o, typ: typ}, disp, len(origin))
 }
 
 // GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
@@ -82,7 +81,7 @@ func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ T
 	if o != OpNoOp && len(origin) != len(result) {
 		return fmt.Errorf("%w: GetAccumulate origin %d bytes, result %d bytes", ErrType, len(origin), len(result))
 	}
-	return w.enqueue(ctx, op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
 }
 
 // FetchAndOp is MPI_Fetch_and_op: GetAccumulate of exactly one element of typ (origin and result
@@ -107,12 +106,12 @@ func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []b
 	if s := typ.Size(); len(origin) != s || len(compare) != s || len(result) != s {
 		return fmt.Errorf("%w: CompareAndSwap needs one %v element each (origin %d, compare %d, result %d bytes)", ErrType, typ, len(origin), len(compare), len(result))
 	}
-	return w.enqueue(ctx, op{kind: kCAS, target: target, src: origin, cmp: compare, dst: result, aop: OpReplace, typ: typ}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kCAS, target: target, src: origin, cmp: compare, dst: result, aop: OpReplace, typ: typ}, disp, len(result))
 }
 
 // enqueue validates an operation completely, commits it to the epoch and queues it; a full queue
 // is issued (not waited for).
-func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
+func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
@@ -131,18 +130,18 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 		}
 	}
 	t := o.target
-	if disp < 0 || disp > (math.MaxInt-n)/w.disp[t] {
+	if disp < 0 || disp > w.maxDisp[t] {
 		return fmt.Errorf("%w: displacement %d on rank %d", ErrRMARange, disp, t)
 	}
-	off := disp * w.disp[t]
-	if off+n > w.sizes[t] {
+	off := disp * w.disp[t] // no overflow: disp ≤ MaxInt/disp_unit
+	if off > w.sizes[t]-n {
 		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
 	}
 	if o.kind >= kAcc && off%o.typ.Align() != 0 {
 		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
 	}
-	if err := w.ep.Access(t); err != nil {
-		return err
+	if w.ep.fence { // Epochs.Access, whose check CheckAccess made above
+		w.ep.fenceUsed = true
 	}
 	o.off = off
 	if w.direct[t] && w.qn[t] == 0 {
@@ -151,12 +150,12 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 		// kept, since every earlier one has already been applied.
 		switch {
 		case o.kind >= kAcc && n <= 8 && n == o.typ.Size():
-			return w.accAtOnce(ctx, &o)
+			return w.accAtOnce(ctx, o)
 		case o.kind < kAcc && n <= eagerBytes:
-			return w.dataAtOnce(ctx, &o)
+			return w.dataAtOnce(ctx, o)
 		}
 	}
-	w.q = append(w.q, o)
+	w.q = append(w.q, *o)
 	w.qn[t]++
 	if len(w.q) >= w.opt.depth {
 		return w.issue(ctx, -1)
@@ -235,23 +234,22 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		}
 		return w.fetchWord(ctx, &f)
 	}
-	var cur, next [8]byte
 	n := len(o.src)
 	if o.kind == kGetAcc {
 		n = len(o.dst)
 	}
-	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur[:n]); err != nil {
+	cur := w.word[:n] // the window's, not the stack's: rma's buffers escape
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur); err != nil {
 		return err
 	}
 	if o.kind == kGetAcc {
-		copy(o.dst, cur[:n])
+		copy(o.dst, cur)
 	}
 	if o.aop == OpNoOp {
 		return nil
 	}
-	copy(next[:n], cur[:n])
-	combine(o.aop, o.typ, next[:n], o.src)
-	return w.rt.Put(ctx, next[:n], w.data, o.target, o.off)
+	combine(o.aop, o.typ, cur, o.src)
+	return w.rt.Put(ctx, cur, w.data, o.target, o.off)
 }
 
 // ---- issue and completion ----

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/goarmci/goarmci/rma"
@@ -122,6 +123,7 @@ type Window struct {
 	me, n   int
 	sizes   []int // bytes of each rank's window
 	disp    []int // each rank's disp_unit
+	maxDisp []int // each rank's largest displacement whose byte offset fits an int
 	opt     options
 
 	ep        *Epochs
@@ -162,6 +164,7 @@ type Window struct {
 	pend    []pending
 	touched []bool
 	scratch []byte
+	word    [8]byte // one element's combination (applyOne)
 
 	freed bool
 }
@@ -219,7 +222,7 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 	}
 	w := &Window{
 		rt: rt, data: seg, ownData: own, sync: sync, me: me, n: n, opt: o,
-		sizes: make([]int, n), disp: make([]int, n),
+		sizes: make([]int, n), disp: make([]int, n), maxDisp: make([]int, n),
 		ep:          NewEpochs(n),
 		lockNoCheck: make([]bool, n),
 		postSeq:     make([]uint64, n),
@@ -232,6 +235,7 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 	for p := 0; p < n; p++ {
 		w.sizes[p] = seg.Len(p)
 		w.disp[p] = int(binary.LittleEndian.Uint64(units[8*p:]))
+		w.maxDisp[p] = math.MaxInt / w.disp[p]
 		switch rt.TransportTo(p) {
 		case "shm", "self":
 			w.direct[p] = true
