@@ -84,7 +84,9 @@ func (w *Window) pollLocal(ctx context.Context, off int, v uint64, from ...int) 
 		n := w.spin
 		for i := 0; i < n; i++ {
 			if got, err := accum.Load64(word); err != nil || got >= v {
-				w.spin = min(2*n, w.spinMax)
+				if i > 0 { // the spin, not an early peer, ended the wait
+					w.spin = min(2*n, w.spinMax)
+				}
 				return err
 			}
 		}
