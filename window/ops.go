@@ -265,6 +265,9 @@ func (w *Window) completeAll(ctx context.Context) error {
 // complete does completeAll for one target (t ≥ 0) or for all (t < 0).
 func (w *Window) complete(ctx context.Context, t int) error {
 	err := w.issue(ctx, t)
+	if len(w.pend) == 0 && w.nTouched == 0 {
+		return err // nothing in flight, nothing carried data: the common case of ops run at issue
+	}
 	keep := w.pend[:0]
 	for _, p := range w.pend {
 		if t >= 0 && p.target != t {
@@ -291,8 +294,17 @@ func (w *Window) complete(ctx context.Context, t int) error {
 			}
 		}
 		w.touched[u] = false
+		w.nTouched--
 	}
 	return err
+}
+
+// touch marks t as carrying data of the epoch (complete fences it).
+func (w *Window) touch(t int) {
+	if !w.touched[t] {
+		w.touched[t] = true
+		w.nTouched++
+	}
 }
 
 // issue starts the queued operations to t (t < 0: all). Puts and gets go first, in the order of
@@ -357,7 +369,7 @@ func (w *Window) issue(ctx context.Context, t int) error {
 			err = errors.Join(err, fmt.Errorf("window: issue to rank %d: %w", o.target, e))
 			continue
 		}
-		w.touched[o.target] = true
+		w.touch(o.target)
 		if h != nil {
 			w.pend = append(w.pend, pending{o.target, h})
 		}
@@ -428,7 +440,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 			if e != nil {
 				return fmt.Errorf("window: accumulate to rank %d: %w", tg, e)
 			}
-			w.touched[tg] = true
+			w.touch(tg)
 			if h != nil { // nil: complete at issue (self, or a same-node direct view)
 				w.pend = append(w.pend, pending{tg, h})
 				inflight = true

@@ -156,15 +156,16 @@ type Window struct {
 	qn []int // per target: operations of w.q to it
 
 	// operations
-	q       []op
-	sel     []op
-	dirs    []dir
-	sizesQ  []int
-	order   []int
-	pend    []pending
-	touched []bool
-	scratch []byte
-	word    [8]byte // one element's combination (applyOne)
+	q        []op
+	sel      []op
+	dirs     []dir
+	sizesQ   []int
+	order    []int
+	pend     []pending
+	touched  []bool
+	nTouched int // targets set in touched
+	scratch  []byte
+	word     [8]byte // one element's combination (applyOne)
 
 	freed bool
 }
