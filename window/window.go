@@ -37,7 +37,10 @@ import (
 // would lose updates whenever the two meet. The price of the default is on single elements: a
 // FetchAndOp, CompareAndSwap or short Accumulate alone in its flush is a lock, the operation and
 // an unlock (three remote operations where it was one), unless it shares the flush with others or
-// runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow.
+// runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow. To a
+// same-node rank with nothing queued for it, a one-element operation runs at issue (see the
+// package doc): the same lock, operation and unlock, as three CPU atomics or loads and stores
+// through the mapped view, in the same domain.
 // rma-level accumulates that bypass the window (rt.Acc on a Create'd window's segment) are
 // outside either domain, as MPI leaves accesses outside the window interface undefined.
 type AccOps uint8
