@@ -125,8 +125,10 @@ func (w *Window) pollLocal(ctx context.Context, off int, v uint64, from ...int) 
 }
 
 // spinPolls is the most polls pollLocal spins before its first yield where ranks have cores of
-// their own: about a microsecond or two, longer than the peer's side of a small epoch.
-const spinPolls = 1 << 10
+// their own: some tens of microseconds, so that a rank keeps its core through the peer's side of
+// a small epoch even when the peer is briefly descheduled (a yield on a busy machine can hand the
+// core to another job for a whole time slice).
+const spinPolls = 1 << 16
 
 // spinFloor is the least spin of an adaptive wait (pollLocal): a few hundred nanoseconds, so a
 // wait that stopped spinning learns when spinning pays again.

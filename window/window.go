@@ -243,6 +243,8 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 		switch rt.TransportTo(p) {
 		case "shm", "self":
 			w.direct[p] = true
+		}
+		if rt.SameNode(p) {
 			machine++
 		}
 	}
