@@ -335,16 +335,16 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	// Epochs.Lock validates completely before it changes anything, and changes only scalars and
-	// locks[t] (0 before): undone from a shallow copy if the lock word cannot be taken. (probe
-	// would copy every per-rank slice, O(ranks) per Lock.)
-	saved := *w.ep
+	// Epochs.Lock validates completely before it changes anything, and changes only fence,
+	// nLocks and locks[t] (0 before): undone if the lock word cannot be taken. (probe would copy
+	// every per-rank slice, O(ranks) per Lock.)
+	fence, nLocks := w.ep.fence, w.ep.nLocks
 	if err := w.ep.Lock(t, l, a); err != nil {
 		return err
 	}
 	if a&ModeNoCheck == 0 {
 		if err := w.acquire(ctx, l, t); err != nil {
-			*w.ep = saved
+			w.ep.fence, w.ep.nLocks = fence, nLocks
 			w.ep.locks[t] = 0
 			return err
 		}
@@ -400,9 +400,9 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone from
-	// a shallow copy when completion or the release fails (the epoch stays open).
-	l, saved := w.ep.Locked(t), *w.ep
+	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone when
+	// completion or the release fails (the epoch stays open).
+	l, nLocks := w.ep.Locked(t), w.ep.nLocks
 	if err := w.ep.Unlock(t); err != nil {
 		return err
 	}
@@ -411,7 +411,7 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 		err = w.release(ctx, l, t)
 	}
 	if err != nil {
-		*w.ep = saved
+		w.ep.nLocks = nLocks
 		w.ep.locks[t] = l
 		return err
 	}
