@@ -227,12 +227,10 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		return w.cas(ctx, o)
 	}
 	if isInteger(o.typ) && (o.aop == OpSum || o.aop == OpReplace) {
-		var old [8]byte
-		f := *o
-		if f.kind == kAcc {
-			f.dst = old[:len(o.src)]
+		if o.kind == kAcc { // the old value goes nowhere
+			return w.fetchWord(ctx, o, w.word[:len(o.src)])
 		}
-		return w.fetchWord(ctx, &f)
+		return w.fetchWord(ctx, o, o.dst)
 	}
 	n := len(o.src)
 	if o.kind == kGetAcc {
@@ -502,7 +500,7 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 	}
 	if isInteger(o.typ) && len(o.dst) == o.typ.Size() && o.aop != OpProd && o.aop != OpMax && o.aop != OpMin &&
 		w.rt.TransportTo(o.target) == "tcp" {
-		return w.fetchWord(ctx, o)
+		return w.fetchWord(ctx, o, o.dst)
 	}
 	if err := w.rt.Get(ctx, w.data, o.target, o.off, o.dst); err != nil {
 		return err
@@ -528,9 +526,10 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 
 // fetchWord is a one-element integer GetAccumulate (FetchAndOp) with SUM, REPLACE or NO_OP to a
 // target over the network, still under the accumulate lock: the target's fetch-and-add or swap
-// does the read and the write in one round trip instead of a Get and a Put. (On shared memory the
-// Get and Put through the mapped view cost less than one atomic through the provider.)
-func (w *Window) fetchWord(ctx context.Context, o *op) error {
+// does the read and the write in one round trip instead of a Get and a Put. The old value goes to
+// dst. Operations run at issue to a same-node rank use it too (applyOne): there rma's atomics are
+// CPU atomics on the mapped word, one call where a Get and a Put are two.
+func (w *Window) fetchWord(ctx context.Context, o *op, dst []byte) error {
 	le := binary.LittleEndian
 	w32 := o.typ == Int32
 	var v int64
@@ -557,9 +556,9 @@ func (w *Window) fetchWord(ctx context.Context, o *op) error {
 		return err
 	}
 	if w32 {
-		le.PutUint32(o.dst, uint32(old))
+		le.PutUint32(dst, uint32(old))
 	} else {
-		le.PutUint64(o.dst, uint64(old))
+		le.PutUint64(dst, uint64(old))
 	}
 	return nil
 }
