@@ -34,12 +34,21 @@
 // queues, §5.2.2), so both directions carry data at once. Origin buffers must not change, and
 // Get/fetch results must not be read, until the epoch closes or a Flush covers them (MPI rules).
 //
+// Operations at issue: to a rank reached through a mapped view or to this rank (rma transport
+// "shm" or "self", where every rma operation completes inside its call), with nothing of the
+// epoch queued for that rank, a Put or Get of up to 4 KiB and a one-element Accumulate,
+// GetAccumulate, FetchAndOp or CompareAndSwap (at most 8 bytes) run inside the call, in the
+// window's atomicity domain, without queue or allocation; a one-element FetchAndOp there is the
+// accumulate lock, one CPU atomic or load–combine–store, and the unlock. Anything behind a queued
+// operation to the same rank is queued too, so accumulates still apply in program order.
+//
 // Accumulate atomicity: see AccOps. Every accumulate-class operation runs under a per-target
 // accumulate lock (a lock word taken with remote compare-and-swap), as Open MPI's osc/sm does:
 // Accumulate(SUM) is an rma Acc under it, CompareAndSwap the target's compare-and-swap, the rest
 // (GetAccumulate and FetchAndOp included) one get–combine–put of the operation's whole range.
 // SingleIntrinsic windows use the target's native atomics per element for all of them instead.
-// Accumulates from one origin to one target apply in program order.
+// Accumulates from one origin to one target apply in program order, whether queued or run at
+// issue.
 //
 // A Window is driven by one goroutine at a time.
 package window

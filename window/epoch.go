@@ -97,9 +97,11 @@ type Epochs struct {
 	start     bool // PSCW access epoch open
 	startSet  []bool
 	startList []int
-	post      bool // PSCW exposure epoch open
+	startBuf  []int // startList's storage, reused epoch after epoch (not shared by copyTo)
+	post      bool  // PSCW exposure epoch open
 	postSet   []bool
 	postList  []int
+	postBuf   []int // postList's storage, as startBuf
 
 	locks   []LockType // per target, from Lock
 	nLocks  int
@@ -117,10 +119,12 @@ func (e *Epochs) Ranks() int { return e.n }
 // InFence reports whether a fence epoch is open.
 func (e *Epochs) InFence() bool { return e.fence }
 
-// Started returns the access group of the open PSCW access epoch (nil when none); do not modify.
+// Started returns the access group of the open PSCW access epoch (nil when none); do not modify
+// it, nor keep it past the epoch (the next Start reuses its storage).
 func (e *Epochs) Started() []int { return e.startList }
 
-// Posted returns the exposure group of the open PSCW exposure epoch (nil when none).
+// Posted returns the exposure group of the open PSCW exposure epoch (nil when none), under
+// Started's terms.
 func (e *Epochs) Posted() []int { return e.postList }
 
 // InStart reports whether a PSCW access epoch is open; InPost whether an exposure epoch is.
@@ -253,7 +257,8 @@ func (e *Epochs) Start(group []int, a Assert) error {
 	}
 	e.fence = false
 	e.start = true
-	e.startList = append(e.startList[:0:0], group...)
+	e.startBuf = append(e.startBuf[:0], group...)
+	e.startList = e.startBuf
 	for _, r := range group {
 		e.startSet[r] = true
 	}
@@ -290,7 +295,8 @@ func (e *Epochs) Post(group []int, a Assert) error {
 	}
 	e.fence = false
 	e.post = true
-	e.postList = append(e.postList[:0:0], group...)
+	e.postBuf = append(e.postBuf[:0], group...)
+	e.postList = e.postBuf
 	for _, r := range group {
 		e.postSet[r] = true
 	}
@@ -438,10 +444,13 @@ func (e *Epochs) Free() error {
 	return nil
 }
 
-// copyTo makes c a copy of e (c's slices are reused; the group lists are shared, read-only).
+// copyTo makes c a copy of e (c's slices are reused; the group lists are shared, read-only,
+// and each machine keeps its own storage for the next ones).
 func (e *Epochs) copyTo(c *Epochs) {
 	sets, posts, locks := c.startSet, c.postSet, c.locks
+	sbuf, pbuf := c.startBuf, c.postBuf
 	*c = *e
+	c.startBuf, c.postBuf = sbuf, pbuf
 	c.startSet = append(sets[:0], e.startSet...)
 	c.postSet = append(posts[:0], e.postSet...)
 	c.locks = append(locks[:0], e.locks...)

@@ -71,7 +71,11 @@ func TestMisuseChangesNothing(t *testing.T) {
 		require.ErrorIs(t, w.Post(ctx, []int{peer}, 0), ErrRMAConflict)
 		require.ErrorIs(t, w.Fence(ctx, ModeNoPrecede), ErrRMASync)
 		require.ErrorIs(t, w.Free(ctx), ErrRMASync)
-		require.Len(t, w.q, 1, "the queued put survives the misuse")
+		if w.direct[peer] { // applied at issue (Put to a same-node rank): nothing to survive in the queue
+			require.Empty(t, w.q, "the put to a direct target ran at issue")
+		} else {
+			require.Len(t, w.q, 1, "the queued put survives the misuse")
+		}
 		require.ErrorIs(t, w.Fence(ctx, ModeNoCheck), ErrArg)
 		require.NoError(t, w.Fence(ctx, ModeNoSucceed))
 		require.Equal(t, int64(5), geti64(w.Local(), 1))

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/goarmci/goarmci/rma"
 )
@@ -47,13 +46,13 @@ type pending struct {
 // ErrRank, ErrRMARange (outside the target's window), ErrFreed; transport and ctx errors when the
 // queue was full and had to be issued.
 func (w *Window) Put(ctx context.Context, origin []byte, target, disp int) error {
-	return w.enqueue(ctx, op{kind: kPut, target: target, src: origin}, disp, len(origin))
+	return w.enqueue(ctx, &op{kind: kPut, target: target, src: origin}, disp, len(origin))
 }
 
 // Get is MPI_Get: it queues a copy of len(result) bytes at displacement disp of target's window
 // into result, which holds them once the epoch closes (or at Flush). Errors as Put's.
 func (w *Window) Get(ctx context.Context, result []byte, target, disp int) error {
-	return w.enqueue(ctx, op{kind: kGet, target: target, dst: result}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kGet, target: target, dst: result}, disp, len(result))
 }
 
 // Accumulate is MPI_Accumulate: target[i] = target[i] op origin[i] for the elements of typ in
@@ -68,7 +67,7 @@ func (w *Window) Accumulate(ctx context.Context, origin []byte, typ Type, target
 	if o == OpNoOp {
 		return fmt.Errorf("%w: Accumulate with NO_OP (use GetAccumulate)", ErrOp)
 	}
-	return w.enqueue(ctx, op{kind: kAcc, target: target, src: origin, aop: o, typ: typ}, disp, len(origin))
+	return w.enqueue(ctx, &op{kind: kAcc, target: target, src: origin, aop: o, typ: typ}, disp, len(origin))
 }
 
 // GetAccumulate is MPI_Get_accumulate: result receives the target's elements as they were just
@@ -82,7 +81,7 @@ func (w *Window) GetAccumulate(ctx context.Context, origin, result []byte, typ T
 	if o != OpNoOp && len(origin) != len(result) {
 		return fmt.Errorf("%w: GetAccumulate origin %d bytes, result %d bytes", ErrType, len(origin), len(result))
 	}
-	return w.enqueue(ctx, op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
 }
 
 // FetchAndOp is MPI_Fetch_and_op: GetAccumulate of exactly one element of typ (origin and result
@@ -107,12 +106,12 @@ func (w *Window) CompareAndSwap(ctx context.Context, origin, compare, result []b
 	if s := typ.Size(); len(origin) != s || len(compare) != s || len(result) != s {
 		return fmt.Errorf("%w: CompareAndSwap needs one %v element each (origin %d, compare %d, result %d bytes)", ErrType, typ, len(origin), len(compare), len(result))
 	}
-	return w.enqueue(ctx, op{kind: kCAS, target: target, src: origin, cmp: compare, dst: result, aop: OpReplace, typ: typ}, disp, len(result))
+	return w.enqueue(ctx, &op{kind: kCAS, target: target, src: origin, cmp: compare, dst: result, aop: OpReplace, typ: typ}, disp, len(result))
 }
 
 // enqueue validates an operation completely, commits it to the epoch and queues it; a full queue
 // is issued (not waited for).
-func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
+func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
@@ -131,25 +130,124 @@ func (w *Window) enqueue(ctx context.Context, o op, disp, n int) error {
 		}
 	}
 	t := o.target
-	if disp < 0 || disp > (math.MaxInt-n)/w.disp[t] {
+	if disp < 0 || disp > w.maxDisp[t] {
 		return fmt.Errorf("%w: displacement %d on rank %d", ErrRMARange, disp, t)
 	}
-	off := disp * w.disp[t]
-	if off+n > w.sizes[t] {
+	off := disp * w.disp[t] // no overflow: disp ≤ MaxInt/disp_unit
+	if off > w.sizes[t]-n {
 		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
 	}
 	if o.kind >= kAcc && off%o.typ.Align() != 0 {
 		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
 	}
-	if err := w.ep.Access(t); err != nil {
-		return err
+	if w.ep.fence { // Epochs.Access, whose check CheckAccess made above
+		w.ep.fenceUsed = true
 	}
 	o.off = off
-	w.q = append(w.q, o)
+	if w.direct[t] && w.qn[t] == 0 {
+		// Nothing of this epoch is queued for t, and every rma operation to t completes at
+		// issue: a small operation runs now (atOnce) — program order with the accumulates to t is
+		// kept, since every earlier one has already been applied.
+		switch {
+		case o.kind >= kAcc && n <= 8 && n == o.typ.Size():
+			return w.accAtOnce(ctx, o)
+		case o.kind < kAcc && n <= eagerBytes:
+			return w.dataAtOnce(ctx, o)
+		}
+	}
+	w.q = append(w.q, *o)
+	w.qn[t]++
 	if len(w.q) >= w.opt.depth {
 		return w.issue(ctx, -1)
 	}
 	return nil
+}
+
+// ---- operations that run at issue ----
+
+// eagerBytes is the largest Put or Get that runs at issue to a direct target (a rank this one
+// reaches through a mapped view, or itself) when nothing is queued for it: a copy through the
+// view, cheaper than queuing it for the epoch's close. Larger ones stay queued for the
+// reordering policy.
+const eagerBytes = 4096
+
+// dataAtOnce runs a Put or Get to a direct target now; it is complete when this returns.
+func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
+	var err error
+	if o.kind == kPut {
+		err = w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+	} else {
+		err = w.rt.Get(ctx, w.data, o.target, o.off, o.dst)
+	}
+	if err != nil {
+		return fmt.Errorf("window: issue to rank %d: %w", o.target, err)
+	}
+	return nil
+}
+
+// accAtOnce runs a one-element accumulate-class operation (at most 8 bytes) to a direct target
+// now, in the window's atomicity domain, and completes it before returning: on a SingleIntrinsic
+// window the target's native atomic; otherwise under the target's accumulate lock (not taken
+// inside an exclusive Lock epoch to the target, as in accBatch), where it is one rma atomic or
+// one load, combination and store through the mapped view. So a FetchAndOp to a same-node rank
+// is three CPU atomics (lock, operation, unlock), with no queue and no allocation.
+func (w *Window) accAtOnce(ctx context.Context, o *op) error {
+	tg := o.target
+	var err error
+	switch {
+	case w.opt.native && o.kind == kCAS:
+		err = w.cas(ctx, o)
+	case w.opt.native:
+		err = w.nativeApply(ctx, o)
+	case w.ep.Locked(tg) == LockExclusive:
+		err = w.applyOne(ctx, o)
+	default:
+		if err := w.accLock(ctx, tg); err != nil {
+			return err
+		}
+		err = w.applyOne(ctx, o)
+		// The release is a CPU atomic on the mapped word (tg is direct): it cannot block, and
+		// must happen even when ctx is done.
+		if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
+			return errors.Join(err, fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("window: %v to rank %d: %w", o.aop, tg, err)
+	}
+	return nil
+}
+
+// applyOne applies the one-element accumulate-class operation o (at most 8 bytes) to a direct
+// target, with its accumulate lock held or under an exclusive Lock: CompareAndSwap is the native
+// compare-and-swap; an integer SUM or REPLACE one fetch-and-add or swap; NO_OP one load; the rest
+// one load, the combination on the stack and one store.
+func (w *Window) applyOne(ctx context.Context, o *op) error {
+	if o.kind == kCAS {
+		return w.cas(ctx, o)
+	}
+	if isInteger(o.typ) && (o.aop == OpSum || o.aop == OpReplace) {
+		if o.kind == kAcc { // the old value goes nowhere
+			return w.fetchWord(ctx, o, w.word[:len(o.src)])
+		}
+		return w.fetchWord(ctx, o, o.dst)
+	}
+	n := len(o.src)
+	if o.kind == kGetAcc {
+		n = len(o.dst)
+	}
+	cur := w.word[:n] // the window's, not the stack's: rma's buffers escape
+	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur); err != nil {
+		return err
+	}
+	if o.kind == kGetAcc {
+		copy(o.dst, cur)
+	}
+	if o.aop == OpNoOp {
+		return nil
+	}
+	combine(o.aop, o.typ, cur, o.src)
+	return w.rt.Put(ctx, cur, w.data, o.target, o.off)
 }
 
 // ---- issue and completion ----
@@ -165,6 +263,9 @@ func (w *Window) completeAll(ctx context.Context) error {
 // complete does completeAll for one target (t ≥ 0) or for all (t < 0).
 func (w *Window) complete(ctx context.Context, t int) error {
 	err := w.issue(ctx, t)
+	if len(w.pend) == 0 && w.nTouched == 0 {
+		return err // nothing in flight, nothing carried data: the common case of ops run at issue
+	}
 	keep := w.pend[:0]
 	for _, p := range w.pend {
 		if t >= 0 && p.target != t {
@@ -191,8 +292,17 @@ func (w *Window) complete(ctx context.Context, t int) error {
 			}
 		}
 		w.touched[u] = false
+		w.nTouched--
 	}
 	return err
+}
+
+// touch marks t as carrying data of the epoch (complete fences it).
+func (w *Window) touch(t int) {
+	if !w.touched[t] {
+		w.touched[t] = true
+		w.nTouched++
+	}
 }
 
 // issue starts the queued operations to t (t < 0: all). Puts and gets go first, in the order of
@@ -200,6 +310,14 @@ func (w *Window) complete(ctx context.Context, t int) error {
 // program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
+	if len(w.q) == 0 || (t >= 0 && w.qn[t] == 0) {
+		return nil
+	}
+	if t < 0 {
+		clear(w.qn)
+	} else {
+		w.qn[t] = 0
+	}
 	sel, keep := w.sel[:0], w.q[:0]
 	for i := range w.q {
 		if t < 0 || w.q[i].target == t {
@@ -249,7 +367,7 @@ func (w *Window) issue(ctx context.Context, t int) error {
 			err = errors.Join(err, fmt.Errorf("window: issue to rank %d: %w", o.target, e))
 			continue
 		}
-		w.touched[o.target] = true
+		w.touch(o.target)
 		if h != nil {
 			w.pend = append(w.pend, pending{o.target, h})
 		}
@@ -320,7 +438,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 			if e != nil {
 				return fmt.Errorf("window: accumulate to rank %d: %w", tg, e)
 			}
-			w.touched[tg] = true
+			w.touch(tg)
 			if h != nil { // nil: complete at issue (self, or a same-node direct view)
 				w.pend = append(w.pend, pending{tg, h})
 				inflight = true
@@ -382,7 +500,7 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 	}
 	if isInteger(o.typ) && len(o.dst) == o.typ.Size() && o.aop != OpProd && o.aop != OpMax && o.aop != OpMin &&
 		w.rt.TransportTo(o.target) == "tcp" {
-		return w.fetchWord(ctx, o)
+		return w.fetchWord(ctx, o, o.dst)
 	}
 	if err := w.rt.Get(ctx, w.data, o.target, o.off, o.dst); err != nil {
 		return err
@@ -408,9 +526,10 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 
 // fetchWord is a one-element integer GetAccumulate (FetchAndOp) with SUM, REPLACE or NO_OP to a
 // target over the network, still under the accumulate lock: the target's fetch-and-add or swap
-// does the read and the write in one round trip instead of a Get and a Put. (On shared memory the
-// Get and Put through the mapped view cost less than one atomic through the provider.)
-func (w *Window) fetchWord(ctx context.Context, o *op) error {
+// does the read and the write in one round trip instead of a Get and a Put. The old value goes to
+// dst. Operations run at issue to a same-node rank use it too (applyOne): there rma's atomics are
+// CPU atomics on the mapped word, one call where a Get and a Put are two.
+func (w *Window) fetchWord(ctx context.Context, o *op, dst []byte) error {
 	le := binary.LittleEndian
 	w32 := o.typ == Int32
 	var v int64
@@ -437,9 +556,9 @@ func (w *Window) fetchWord(ctx context.Context, o *op) error {
 		return err
 	}
 	if w32 {
-		le.PutUint32(o.dst, uint32(old))
+		le.PutUint32(dst, uint32(old))
 	} else {
-		le.PutUint64(o.dst, uint64(old))
+		le.PutUint64(dst, uint64(old))
 	}
 	return nil
 }

@@ -67,8 +67,31 @@ func (b *backoff) wait(ctx context.Context) error {
 // fence word): with nothing of its own in flight to them, a waiting rank would otherwise never
 // learn that they can no longer reach it (a network partition ends the probe with
 // rma.ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
+//
+// It first spins on the word (only where the window's ranks on this machine have a core each:
+// spinBudget), then backs off as above. A flag that another rank's core is about to write is then
+// seen one cache-line transfer after the write, where each sched_yield is a system call (it was
+// nearly half of a PSCW epoch's profile); with more ranks than cores a spinning rank would hold
+// the core of the rank it waits for, so it yields at once there. The spin adapts between
+// spinFloor and the window's budget: doubled after a wait the spin ended, back to spinFloor after
+// one it did not. Other processes can take the cores the count of ranks promised, and then the
+// rank waited for runs only when this one gives its core up. On a 2-core machine busy with other
+// jobs a fixed spin of thousands of polls, or one only halved on failure, made small fence and
+// PSCW epochs several times slower than no spin at all; falling back to the floor did not.
 func (w *Window) pollLocal(ctx context.Context, off int, v uint64, from ...int) error {
 	word := w.sync.Local()[off : off+8]
+	if w.spinMax > 0 {
+		n := w.spin
+		for i := 0; i < n; i++ {
+			if got, err := accum.Load64(word); err != nil || got >= v {
+				if i > 0 { // the spin, not an early peer, ended the wait
+					w.spin = min(2*n, w.spinMax)
+				}
+				return err
+			}
+		}
+		w.spin = spinFloor
+	}
 	b := backoff{yields: pollYields}
 	var probed time.Time
 	for {
@@ -99,6 +122,25 @@ func (w *Window) pollLocal(ctx context.Context, off int, v uint64, from ...int) 
 			probed = time.Now()
 		}
 	}
+}
+
+// spinPolls is the most polls pollLocal spins before its first yield where ranks have cores of
+// their own: some tens of microseconds, so that a rank keeps its core through the peer's side of
+// a small epoch even when the peer is briefly descheduled (a yield on a busy machine can hand the
+// core to another job for a whole time slice).
+const spinPolls = 1 << 16
+
+// spinFloor is the least spin of an adaptive wait (pollLocal): a few hundred nanoseconds, so a
+// wait that stopped spinning learns when spinning pays again.
+const spinFloor = 64
+
+// spinBudget is the number of polls a local wait spins before it yields: spinPolls when the
+// ranks on this machine have a core each (ranks ≤ cores), else 0.
+func spinBudget(machineRanks, cores int) int {
+	if machineRanks <= cores {
+		return spinPolls
+	}
+	return 0
 }
 
 // probeEvery is how often a wait that has backed off to sleeps probes the ranks it waits for.
@@ -293,16 +335,16 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	// Epochs.Lock validates completely before it changes anything, and changes only scalars and
-	// locks[t] (0 before): undone from a shallow copy if the lock word cannot be taken. (probe
-	// would copy every per-rank slice, O(ranks) per Lock.)
-	saved := *w.ep
+	// Epochs.Lock validates completely before it changes anything, and changes only fence,
+	// nLocks and locks[t] (0 before): undone if the lock word cannot be taken. (probe would copy
+	// every per-rank slice, O(ranks) per Lock.)
+	fence, nLocks := w.ep.fence, w.ep.nLocks
 	if err := w.ep.Lock(t, l, a); err != nil {
 		return err
 	}
 	if a&ModeNoCheck == 0 {
 		if err := w.acquire(ctx, l, t); err != nil {
-			*w.ep = saved
+			w.ep.fence, w.ep.nLocks = fence, nLocks
 			w.ep.locks[t] = 0
 			return err
 		}
@@ -358,9 +400,9 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone from
-	// a shallow copy when completion or the release fails (the epoch stays open).
-	l, saved := w.ep.Locked(t), *w.ep
+	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone when
+	// completion or the release fails (the epoch stays open).
+	l, nLocks := w.ep.Locked(t), w.ep.nLocks
 	if err := w.ep.Unlock(t); err != nil {
 		return err
 	}
@@ -369,7 +411,7 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 		err = w.release(ctx, l, t)
 	}
 	if err != nil {
-		*w.ep = saved
+		w.ep.nLocks = nLocks
 		w.ep.locks[t] = l
 		return err
 	}

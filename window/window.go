@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"runtime"
 
 	"github.com/goarmci/goarmci/rma"
 )
@@ -35,7 +37,10 @@ import (
 // would lose updates whenever the two meet. The price of the default is on single elements: a
 // FetchAndOp, CompareAndSwap or short Accumulate alone in its flush is a lock, the operation and
 // an unlock (three remote operations where it was one), unless it shares the flush with others or
-// runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow.
+// runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow. To a
+// same-node rank with nothing queued for it, a one-element operation runs at issue (see the
+// package doc): the same lock, operation and unlock, as three CPU atomics or loads and stores
+// through the mapped view, in the same domain.
 // rma-level accumulates that bypass the window (rt.Acc on a Create'd window's segment) are
 // outside either domain, as MPI leaves accesses outside the window interface undefined.
 type AccOps uint8
@@ -121,6 +126,7 @@ type Window struct {
 	me, n   int
 	sizes   []int // bytes of each rank's window
 	disp    []int // each rank's disp_unit
+	maxDisp []int // each rank's largest displacement whose byte offset fits an int
 	opt     options
 
 	ep        *Epochs
@@ -139,15 +145,30 @@ type Window struct {
 	// fence
 	fenceID uint64
 
+	// direct[p]: rank p is reached through a mapped view or is this rank (rma transport "shm" or
+	// "self"): every rma operation to it completes at issue, so a small operation to it runs at
+	// once instead of being queued (atOnce).
+	direct []bool
+	// spinMax is how many polls a local wait (pollLocal) may spin before it yields: spinPolls
+	// when the window's ranks on this machine have a core each, else 0 (decided at Create, as
+	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
+	// (see there).
+	spinMax, spin int
+
 	// operations
-	q       []op
-	sel     []op
-	dirs    []dir
-	sizesQ  []int
-	order   []int
-	pend    []pending
-	touched []bool
-	scratch []byte
+	qn []int // per target: operations of w.q to it
+
+	// operations
+	q        []op
+	sel      []op
+	dirs     []dir
+	sizesQ   []int
+	order    []int
+	pend     []pending
+	touched  []bool
+	nTouched int // targets set in touched
+	scratch  []byte
+	word     [8]byte // one element's combination (applyOne)
 
 	freed bool
 }
@@ -205,17 +226,30 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 	}
 	w := &Window{
 		rt: rt, data: seg, ownData: own, sync: sync, me: me, n: n, opt: o,
-		sizes: make([]int, n), disp: make([]int, n),
+		sizes: make([]int, n), disp: make([]int, n), maxDisp: make([]int, n),
 		ep:          NewEpochs(n),
 		lockNoCheck: make([]bool, n),
 		postSeq:     make([]uint64, n),
 		startSeq:    make([]uint64, n),
 		touched:     make([]bool, n),
+		direct:      make([]bool, n),
+		qn:          make([]int, n),
 	}
+	machine := 0
 	for p := 0; p < n; p++ {
 		w.sizes[p] = seg.Len(p)
 		w.disp[p] = int(binary.LittleEndian.Uint64(units[8*p:]))
+		w.maxDisp[p] = math.MaxInt / w.disp[p]
+		switch rt.TransportTo(p) {
+		case "shm", "self":
+			w.direct[p] = true
+		}
+		if rt.SameNode(p) {
+			machine++
+		}
 	}
+	w.spinMax = spinBudget(machine, runtime.NumCPU())
+	w.spin = w.spinMax
 	return w, nil
 }
 
