@@ -151,7 +151,7 @@ func BenchmarkFencePut(b *testing.B) {
 	}
 }
 
-// BenchmarkInterleave is the interleaving test of seed 000 §5.3.4: rank 0 issues 16 puts and 16
+// BenchmarkInterleave is the interleaving test of [Vishnu07 §5.3.4]: rank 0 issues 16 puts and 16
 // gets of one size per fence epoch to rank 1, with the reordering policy on and off; MB/s counts
 // the bytes of both directions. (The full sweep over sizes and rate-limited rails belongs to
 // `goarmci bench interleave`.)

@@ -1,6 +1,6 @@
 // Package window is goarmci's MPI-2/3 one-sided layer: windows (MPI_Win_create over runtime
 // memory: Create; MPI_Win_allocate: Allocate; MPI_Win_free: Free) with access and exposure
-// epochs, over the rma runtime (DESIGN.md §3 "Epochs"; seed 000 ch. 5).
+// epochs, over the rma runtime ([MPI-3.1] ch. 11; [Vishnu07 ch. 5]).
 //
 // Synchronization: Fence with the asserts ModeNoPrecede, ModeNoSucceed, ModeNoStore, ModeNoPut
 // (MPI_Win_fence); Post/Start/Complete/Wait/Test with groups (MPI_Win_post/start/complete/wait/
@@ -21,13 +21,13 @@
 //     undone and retried while the writer bit is set);
 //   - PSCW: Post swaps a per-pair post count into each origin's "exposure granted" flag, which
 //     Start polls locally; Complete adds one to a counter at each target, which Wait polls;
-//   - fence: a dissemination barrier (seed 001 §3) on flags in the window's own segment;
+//   - fence: a dissemination barrier [Kini03 §3] on flags in the window's own segment;
 //   - closing an epoch (Fence, Complete, Unlock, UnlockAll, Flush*) completes every operation at
 //     its target: every queued operation is issued and waited for, and every target that carried
-//     data gets an rma Fence, which completes every subchannel of its channel (seed 000 §5.2.1:
+//     data gets an rma Fence, which completes every subchannel of its channel ([Vishnu07 §5.2.1]:
 //     a completion on every subchannel used).
 //
-// Reordering (seed 000 §5.2.5, §5.3.4): operations inside an epoch are queued (up to QueueDepth,
+// Reordering [Vishnu07 §5.2.5, §5.3.4]: operations inside an epoch are queued (up to QueueDepth,
 // then issued without waiting) and issued at the epoch's close; MPI orders nothing inside an
 // epoch, so with the reordering policy on (Reorder(true), the default) puts and gets are
 // interleaved, balancing the bytes on the two directions of the link (independent put and get

@@ -71,7 +71,7 @@ func (l LockType) String() string {
 	return fmt.Sprintf("LockType(%d)", uint8(l))
 }
 
-// Epochs is the pure epoch state machine of one window on one rank (DESIGN.md §3 "Epochs", the
+// Epochs is the pure epoch state machine of one window on one rank ([MPI-3.1] §11.5, the
 // MPI-3 synchronization rules of MPI_Win_fence, MPI_Win_post/start/complete/wait,
 // MPI_Win_lock/unlock, MPI_Win_lock_all/unlock_all and MPI_Win_flush*): which access epoch is
 // open (none, fence, PSCW access to a group, per-target locks, lock_all), whether an exposure

@@ -255,7 +255,7 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 // completeAll issues every queued operation, waits for all of them, then for every target that
 // carried data runs an rma Fence (every operation to it complete, all its stripes included) and
 // flushes its multirail channel (every work request on every subchannel complete: the
-// completion on every subchannel used of seed 000 §5.2.1).
+// completion on every subchannel used of [Vishnu07 §5.2.1]).
 func (w *Window) completeAll(ctx context.Context) error {
 	return w.complete(ctx, -1)
 }
@@ -285,7 +285,7 @@ func (w *Window) complete(ctx context.Context, t int) error {
 		if e := w.rt.Fence(ctx, u); e != nil && err == nil {
 			err = fmt.Errorf("window: fence to rank %d: %w", u, e)
 		}
-		// seed 000 §5.2.1: a completion on every subchannel of the channel that carried data
+		// [Vishnu07 §5.2.1]: a completion on every subchannel of the channel that carried data
 		if ch := w.rt.Channel(u); ch != nil {
 			if e := ch.Flush(ctx); e != nil && err == nil {
 				err = fmt.Errorf("window: flush of the channel to rank %d: %w", u, e)

@@ -12,7 +12,7 @@ const (
 // issueOrder appends to order the indexes of the data operations (directions dirs, sizes in
 // bytes) in the order they are to be issued, and returns it.
 //
-// Without reordering it is program order. With reordering (seed 000 §5.2.5: an epoch imposes no
+// Without reordering it is program order. With reordering ([Vishnu07 §5.2.5]: an epoch imposes no
 // order, so none is kept; §5.3.4: interleave puts and gets so both directions of a link carry
 // data at once) the puts and the gets form two queues, each in program order, and the next
 // operation comes from the queue whose direction has carried fewer bytes so far (the independent

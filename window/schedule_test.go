@@ -7,7 +7,7 @@ import (
 )
 
 func TestIssueOrder(t *testing.T) {
-	// 16 puts then 16 gets of one size (the interleaving test of seed 000 §5.3.4)
+	// 16 puts then 16 gets of one size (the interleaving test of [Vishnu07 §5.3.4])
 	var dirs []dir
 	var sizes []int
 	for i := 0; i < 32; i++ {

@@ -13,7 +13,7 @@ import (
 
 // backoff paces a polling loop: it yields the processor to other processes (sched_yield) for a
 // while, letting this process's other goroutines run (runtime.Gosched) every 16th wait, then
-// sleeps, doubling up to 100 µs (DESIGN.md §8: poll briefly before parking, so ranks that
+// sleeps, doubling up to 100 µs (poll briefly before parking, so ranks that
 // outnumber the cores do not starve each other, and waking a parked process costs tens of µs).
 // sched_yield rather than Gosched on most waits: a Gosched makes the Go scheduler wake an idle
 // thread, which on a busy node takes the core from the rank being waited for (the rma barrier
@@ -159,8 +159,8 @@ func (w *Window) swap(ctx context.Context, t, off int, v uint64) error {
 
 // Fence is MPI_Win_fence: collective over all ranks. It completes every operation this rank
 // queued in the closing fence epoch at its target (with a completion on every subchannel that
-// carried data, seed 000 §5.2.1), then runs a dissemination barrier on the window's own flags
-// (seed 001 §3: in round k each rank swaps the fence's id into flag k of rank me+2^k and polls
+// carried data, [Vishnu07 §5.2.1]), then runs a dissemination barrier on the window's own flags
+// ([Kini03 §3]: in round k each rank swaps the fence's id into flag k of rank me+2^k and polls
 // its own flag k; ids only grow, so flags are never reset). Unless a has ModeNoSucceed a new
 // fence epoch opens.
 //
@@ -264,7 +264,7 @@ func (w *Window) Start(ctx context.Context, group []int, a Assert) error {
 }
 
 // Complete is MPI_Win_complete: it completes every operation of the access epoch at its target
-// (a completion on every subchannel that carried data, seed 000 §5.2.1), then adds one to each
+// (a completion on every subchannel that carried data, [Vishnu07 §5.2.1]), then adds one to each
 // target's completion counter with a remote fetch-and-add, and closes the epoch. Errors:
 // ErrRMASync without Start, ErrFreed, transport and ctx errors (the epoch stays open).
 func (w *Window) Complete(ctx context.Context) error {
@@ -393,7 +393,7 @@ func (w *Window) release(ctx context.Context, l LockType, t int) error {
 	return nil
 }
 
-// Unlock is MPI_Win_unlock: it completes every operation to t at t (seed 000 §5.2.1), releases
+// Unlock is MPI_Win_unlock: it completes every operation to t at t [Vishnu07 §5.2.1], releases
 // t's lock word and closes the epoch. Errors: ErrRMASync (t not locked by Lock), ErrRank,
 // ErrFreed, transport and ctx errors (the epoch stays open).
 func (w *Window) Unlock(ctx context.Context, t int) error {
@@ -490,8 +490,8 @@ func (w *Window) FlushAll(ctx context.Context) error {
 }
 
 // FlushLocal is MPI_Win_flush_local: the origin buffers of the operations to t may be reused.
-// Here it is Flush: an RC completion already means the data is placed at the target (DESIGN.md
-// §3), so local completion costs the same as remote completion.
+// Here it is Flush: an RC completion already means the data is placed at the target
+// ([IBA] RC semantics), so local completion costs the same as remote completion.
 func (w *Window) FlushLocal(ctx context.Context, t int) error { return w.Flush(ctx, t) }
 
 // FlushLocalAll is MPI_Win_flush_local_all (FlushAll, for the reason FlushLocal gives).

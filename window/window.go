@@ -68,9 +68,9 @@ type options struct {
 }
 
 // Reorder turns the reordering policy on (the default) or off. On: the puts and gets queued in
-// an epoch are issued interleaved, balancing the bytes of both link directions (seed 000 §5.2.2,
+// an epoch are issued interleaved, balancing the bytes of both link directions ([Vishnu07 §5.2.2],
 // §5.3.4). Off: they are issued in program order. Either way nothing is ordered inside an epoch
-// (seed 000 §5.2.5) except accumulate-class operations from this rank to one target, which are
+// [Vishnu07 §5.2.5] except accumulate-class operations from this rank to one target, which are
 // applied in program order (MPI's default accumulate_ordering).
 func Reorder(on bool) Option { return func(o *options) { o.reorder = on } }
 
@@ -140,7 +140,6 @@ type Window struct {
 	postSeq    []uint64 // per origin: Posts this rank made to it
 	startSeq   []uint64 // per target: Starts this rank made to it
 	expectDone uint64   // completions this rank's Posts expect in total
-	startCheck bool     // the open Start waited for grants (not NOCHECK)
 
 	// fence
 	fenceID uint64
