@@ -28,10 +28,6 @@ type connectOptions struct {
 // WithLogger sets the logger of the client (and of the service when this rank hosts it).
 func WithLogger(l zerolog.Logger) Option { return func(o *connectOptions) { o.log = l } }
 
-// WithCloseTimeout bounds Close's waits (goodbye, other ranks leaving a service this rank
-// hosts, PMI finalize); default 60 s.
-func WithCloseTimeout(d time.Duration) Option { return func(o *connectOptions) { o.closeTimeout = d } }
-
 // WithFailureTimeout sets the failure timeout of a service this rank hosts (see
 // WithServerFailureTimeout; default DefaultFailureTimeout). Every rank uses the timeout
 // of the service it joins.
@@ -44,10 +40,6 @@ func WithFailureTimeout(d time.Duration) Option {
 func WithPartitionTimeout(d time.Duration) Option {
 	return func(o *connectOptions) { o.partTimeout = max(d, 0) }
 }
-
-// WithListenAddr sets where a service hosted by this rank listens (default ":port" of the
-// rendezvous address, ":0" under PMI, loopback for a single process).
-func WithListenAddr(a string) Option { return func(o *connectOptions) { o.listen = a } }
 
 // Connect joins the job's rendezvous service and performs the first exchange (every rank's
 // PeerInfo, see Peers), so it returns once every rank has arrived. Every wait ends with ctx:

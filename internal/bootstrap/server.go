@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -213,23 +212,6 @@ func (s *Server) declareLocked(pf *PeerFailure) []out {
 		}
 	}
 	return msgs
-}
-
-// Serve runs a rendezvous service on ln for size ranks until every rank has joined and left
-// (nil), ctx ends (ctx.Err()) or the job fails (ErrPeerLost).
-func Serve(ctx context.Context, ln net.Listener, size int, opts ...ServerOption) error {
-	s, err := NewServer(ln, size, opts...)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer s.Close()
-	select {
-	case <-s.Done():
-		return s.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Addr is the listener's address.

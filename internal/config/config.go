@@ -13,7 +13,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -184,26 +183,6 @@ func FromEnviron(environ []string) (Config, []Warning, error) {
 		}
 	}
 	return c, warns, errors.Join(errs...)
-}
-
-type envResult struct {
-	c     Config
-	warns []Warning
-	err   error
-}
-
-var processEnv = sync.OnceValue(func() envResult {
-	c, w, err := FromEnv()
-	return envResult{c, w, err}
-})
-
-// Env returns the process environment's configuration, parsed once on first use (later
-// changes to the environment are not seen). The Config is a copy the caller may change.
-func Env() (Config, []Warning, error) {
-	r := processEnv()
-	c := r.c
-	c.Rails = append([]string(nil), r.c.Rails...)
-	return c, append([]Warning(nil), r.warns...), r.err
 }
 
 // Set sets the knob called name (the environment variable name, e.g. "GOARMCI_APM") from
