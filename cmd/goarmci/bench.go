@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -435,11 +436,17 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	}
 	if f.peers != "" {
 		var keep []bench.Peer
-		for _, p := range peers {
-			for _, want := range strings.Split(f.peers, ",") {
-				if p.Name == strings.TrimSpace(want) {
+		for _, want := range strings.Split(f.peers, ",") {
+			want = strings.TrimSpace(want)
+			found := false
+			for _, p := range peers {
+				if p.Name == want {
 					keep = append(keep, p)
+					found = true
 				}
+			}
+			if !found {
+				fmt.Fprintf(stderr, "goarmci: bench: peer %s not available here (have %s)\n", want, peerNames(peers))
 			}
 		}
 		peers = keep
@@ -448,19 +455,33 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	for _, n := range names {
 		o, _, _ := f.options(n).Check()
 		o.Baseline = false
+		g := *f
+		g.baseline = false
+		if n == "barrier" {
+			// One column per system: goarmci's first -alg (dissemination by default) beside
+			// MPI_Barrier and GA_Sync.
+			g.alg = strings.TrimSpace(strings.Split(f.alg, ",")[0])
+			if g.alg == "" || g.alg == "all" {
+				g.alg = "dissemination"
+			}
+		}
 		systems := []bench.System{{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
-			g := *f
-			g.baseline = false
 			rs, err := launchBench(ctx, stderr, &g, f.np, []string{n})
 			if err != nil {
 				return nil, err
 			}
 			return rs[0], nil
 		}}}
+		var used []bench.Peer
 		for _, p := range peers {
 			if !p.Supports(n) {
 				continue
 			}
+			if f.transport == "tcp" && p.ShmOnly() {
+				fmt.Fprintf(stderr, "goarmci: bench: %s: %s left out: shared memory only, no tcp path\n", n, p.Name)
+				continue
+			}
+			used = append(used, p)
 			systems = append(systems, bench.System{Name: p.Name, Run: func(ctx context.Context) (*bench.Result, error) {
 				return p.Run(ctx, o, f.np, f.transport)
 			}})
@@ -472,8 +493,42 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
-		res.Header = append(res.Header, fmt.Sprintf("Transport: %s, %d ranks, sync %s", f.transport, f.np, o.Sync))
+		tr := fmt.Sprintf("Transport: %s, %d ranks", f.transport, f.np)
+		if n != "barrier" && n != "ga_sync" {
+			tr += ", sync " + string(o.Sync)
+		}
+		res.Header = append(res.Header, tr)
+		res.Header = append(res.Header, "goarmci: "+goarmciDoc(n, &g, o))
+		for _, p := range used {
+			if slices.Contains(res.Columns, p.Name) {
+				res.Header = append(res.Header, p.Name+": "+p.Describe(f.transport))
+			}
+		}
 		results = append(results, res)
 	}
 	return emit(stdout, stderr, f, results)
+}
+
+func peerNames(peers []bench.Peer) string {
+	var n []string
+	for _, p := range peers {
+		n = append(n, p.Name)
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
+// goarmciDoc says what goarmci's column of a comparison ran.
+func goarmciDoc(name string, f *benchFlags, o bench.Options) string {
+	switch {
+	case name == "barrier":
+		return "barrier algorithm " + f.alg + " (rma.BarrierWith)"
+	case strings.HasPrefix(name, "ga_"):
+		return "Global Arrays (package globalarray)"
+	case o.API == bench.APIWindow:
+		return "MPI-3 windows (-api window, package window), MPI_Win_" + o.Win
+	}
+	return "ARMCI calls (-api armci)"
 }
