@@ -12,6 +12,19 @@ import (
 type System struct {
 	Name string
 	Run  func(ctx context.Context) (*Result, error)
+	// Extra are further columns of the system's own table compared as systems of their own,
+	// from the same runs: the -baseline limits (ColTCPStream as "socket", ...) measured between
+	// the same two ranks in the same job as goarmci's figure.
+	Extra []ExtraColumn
+}
+
+// ExtraColumn is a column of a system's table (Col) shown as a system named Name.
+type ExtraColumn struct{ Col, Name string }
+
+// ExtraSamples are the figures of one ExtraColumn over the runs of its system.
+type ExtraSamples struct {
+	ExtraColumn
+	Vals map[int][]float64
 }
 
 // Samples are the figures Alternate gathered: per system, per row key (size or ranks), one
@@ -20,6 +33,7 @@ type Samples struct {
 	Keys   []int               // the first system's row keys, in its order
 	Vals   []map[int][]float64 // per system
 	Failed []bool              // per system: left out after a failed run
+	Extra  []ExtraSamples      // the systems' Extra columns found in their tables
 }
 
 // Alternate runs every system runs times, alternating (run k starts with system k mod n, so no
@@ -57,6 +71,22 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 					s.Vals[i][row.Size] = append(s.Vals[i][row.Size], row.Values[0])
 				}
 			}
+			for _, x := range systems[i].Extra {
+				col := slices.Index(res.Columns, x.Col)
+				if col < 0 {
+					continue
+				}
+				k := slices.IndexFunc(s.Extra, func(e ExtraSamples) bool { return e.ExtraColumn == x })
+				if k < 0 {
+					s.Extra = append(s.Extra, ExtraSamples{ExtraColumn: x, Vals: map[int][]float64{}})
+					k = len(s.Extra) - 1
+				}
+				for _, row := range res.Rows {
+					if col < len(row.Values) {
+						s.Extra[k].Vals[row.Size] = append(s.Extra[k].Vals[row.Size], row.Values[col])
+					}
+				}
+			}
 			if i == 0 && s.Keys == nil {
 				for _, row := range res.Rows {
 					s.Keys = append(s.Keys, row.Size)
@@ -79,8 +109,9 @@ func (s *Samples) Live() []int {
 }
 
 // Compare runs the systems as Alternate does and returns one table: per size, each system's
-// median, minimum and maximum over its runs (columns "NAME", "NAME min", "NAME max"), then the
-// first system's ratio of medians to each other system ("goarmci/NAME").
+// median, minimum and maximum over its runs (columns "NAME", "NAME min", "NAME max"; the
+// systems' Extra columns after them, as systems of their own), then the first system's ratio
+// of medians to each other system ("goarmci/NAME").
 func Compare(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Result, error) {
 	s, err := Lookup(name)
 	if err != nil {
@@ -107,23 +138,33 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 	if name == "barrier" {
 		out.KeyLabel = "Ranks"
 	}
-	for _, i := range live {
-		n := systems[i].Name
-		out.Columns = append(out.Columns, n, n+" min", n+" max")
+	type col struct {
+		name string
+		vals map[int][]float64
 	}
-	for _, i := range live[1:] {
-		out.Columns = append(out.Columns, systems[0].Name+"/"+systems[i].Name)
+	var cols []col
+	for _, i := range live {
+		cols = append(cols, col{systems[i].Name, smp.Vals[i]})
+	}
+	for _, x := range smp.Extra {
+		cols = append(cols, col{x.Name, x.Vals})
+	}
+	for _, c := range cols {
+		out.Columns = append(out.Columns, c.name, c.name+" min", c.name+" max")
+	}
+	for _, c := range cols[1:] {
+		out.Columns = append(out.Columns, cols[0].name+"/"+c.name)
 	}
 	for _, size := range smp.Keys {
 		row := Row{Size: size}
-		med := make([]float64, len(live))
-		for k, i := range live {
-			v := smp.Vals[i][size]
+		med := make([]float64, len(cols))
+		for k, c := range cols {
+			v := c.vals[size]
 			med[k] = Median(v)
 			lo, hi := Range(v)
 			row.Values = append(row.Values, med[k], lo, hi)
 		}
-		for k := range live[1:] {
+		for k := range cols[1:] {
 			row.Values = append(row.Values, Ratio(med[0], med[k+1]))
 		}
 		out.Rows = append(out.Rows, row)

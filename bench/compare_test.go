@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,4 +81,20 @@ func TestMedianRangeRatio(t *testing.T) {
 	assert.Equal(t, [2]float64{0, 0}, [2]float64{lo, hi})
 	assert.Equal(t, 2.0, bench.Ratio(4, 2))
 	assert.Equal(t, 0.0, bench.Ratio(4, 0))
+}
+
+// A system's Extra columns (the -baseline limits of goarmci's own runs) become systems of their
+// own with medians, ranges and ratios; an absent column is no system.
+func TestCompareExtraColumns(t *testing.T) {
+	k := 0
+	systems := []bench.System{{Name: "goarmci", Run: func(context.Context) (*bench.Result, error) {
+		k++
+		return &bench.Result{Columns: []string{bench.ColBandwidth, bench.ColTCPStream},
+			Rows: []bench.Row{{Size: 1 << 20, Values: []float64{float64(100 * k), float64(200 * k)}}}}, nil
+	}, Extra: []bench.ExtraColumn{{Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}}}
+	res, err := bench.Compare(context.Background(), "put_bw", systems, 3, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "socket", "socket min", "socket max", "goarmci/socket"}, res.Columns)
+	require.Len(t, res.Rows, 1)
+	assert.Equal(t, []float64{200, 100, 300, 400, 200, 600, 0.5}, res.Rows[0].Values)
 }

@@ -107,7 +107,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of dissemination, pairwise, gather-broadcast")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
 	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
-	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run (default: every one available)")
+	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run, or none (default: every one available)")
 	fs.StringVar(&f.api, "api", "armci", "one-sided benchmarks on armci calls or on MPI-3 windows (window: also pscw, get_acc_latency)")
 	fs.StringVar(&f.win, "win", "allocate", "window creation with -api window: allocate or create")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: print rank 0's results as JSON for the launching goarmci bench")
@@ -434,7 +434,10 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	for _, n := range notes {
 		fmt.Fprintln(stderr, "goarmci: bench: "+n)
 	}
-	if f.peers != "" {
+	if f.peers == "none" {
+		peers = nil
+	}
+	if f.peers != "" && f.peers != "none" {
 		var keep []bench.Peer
 		for _, want := range strings.Split(f.peers, ",") {
 			want = strings.TrimSpace(want)
@@ -456,7 +459,14 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		o, _, _ := f.options(n).Check()
 		o.Baseline = false
 		g := *f
-		g.baseline = false
+		var extra []bench.ExtraColumn
+		if f.baseline && n != "barrier" && n != "ga_sync" {
+			// The limits measured by goarmci's own job between the same two ranks, as columns
+			// of their own with medians and ranges over the same runs.
+			extra = []bench.ExtraColumn{{Col: bench.ColMemcpy, Name: "memcpy"}, {Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}
+		} else {
+			g.baseline = false
+		}
 		if n == "barrier" {
 			// One column per system: goarmci's first -alg (dissemination by default) beside
 			// MPI_Barrier and GA_Sync.
@@ -471,7 +481,7 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 				return nil, err
 			}
 			return rs[0], nil
-		}}}
+		}, Extra: extra}}
 		var used []bench.Peer
 		for _, p := range peers {
 			if !p.Supports(n) {
@@ -499,6 +509,15 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		}
 		res.Header = append(res.Header, tr)
 		res.Header = append(res.Header, "goarmci: "+goarmciDoc(n, &g, o))
+		for _, x := range extra {
+			if slices.Contains(res.Columns, x.Name) {
+				res.Header = append(res.Header, x.Name+": "+map[string]string{
+					bench.ColMemcpy:    "one core's memcpy of the same bytes",
+					bench.ColTCPStream: "a plain Go TCP stream between ranks 0 and 1",
+					bench.ColSocketRTT: "a plain Go TCP ping-pong round trip between ranks 0 and 1",
+				}[x.Col]+", measured in goarmci's jobs (-baseline)")
+			}
+		}
 		for _, p := range used {
 			if slices.Contains(res.Columns, p.Name) {
 				res.Header = append(res.Header, p.Name+": "+p.Describe(f.transport))
