@@ -34,13 +34,15 @@ func benchUsage() string {
 	var b strings.Builder
 	b.WriteString(`usage: goarmci bench NAME [flags]
        goarmci bench compare NAME [flags]
+       goarmci bench npb -npb-dir DIR [flags]   (goarmci bench npb -h)
        goarmci bench list
 
 Without a launcher, bench starts -np ranks of itself on this host (as goarmci run does); under
 goarmci run, srun or mpirun it runs as one rank of that job and rank 0 prints the table.
 compare runs goarmci and every C peer of bench/peers that can be built here (Open MPI and
 MPICH one-sided, Global Arrays/ARMCI), alternating, and prints the medians side by side with
-goarmci's ratio to each. -plot FILE.png draws the table with goarmci-plot (a separate command:
+goarmci's ratio to each; npb runs goarmci's NAS kernels beside NPB-MPI programs you built.
+-plot FILE.png draws the table with goarmci-plot (a separate command:
 go install github.com/goarmci/goarmci/cmd/goarmci-plot@latest).
 
 Benchmarks (NAME):
@@ -125,7 +127,7 @@ func (f *benchFlags) options(name string) bench.Options {
 
 func newBenchCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench list",
+		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench npb -npb-dir DIR [flags] | bench list",
 		Short:              "OSU one-sided microbenchmarks, GA and barrier benchmarks, side by side with MPI and GA",
 		Long:               strings.TrimSuffix(benchUsage(), "\nFlags (single or double dash):\n") + "\n(goarmci bench -h also lists the flags)",
 		DisableFlagParsing: true, // Go-style flags: -np 2 and --np 2 alike, as the OSU tools
@@ -136,6 +138,11 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(stdout, stderr io.Writer, args []string) error {
+	if len(args) > 0 && args[0] == "npb" { // its own flags (-np is a list there)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return runNPB(ctx, stdout, stderr, args[1:])
+	}
 	for _, a := range args {
 		if bench.IsScenario(a) { // rails, hotspot, fault, interleave: the multi-rail testbed
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
