@@ -9,7 +9,7 @@ import (
 	"github.com/goarmci/goarmci/rma"
 )
 
-// BarrierAlgs are the algorithms of the barrier benchmark, by name (seed 001 §3).
+// BarrierAlgs are the algorithms of the barrier benchmark, by name ([Kini03 §3] in docs/references.md).
 var BarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast}
 
 // barrierAlgs resolves the -alg option: "" or "all" = every algorithm, else a comma list.
@@ -42,7 +42,7 @@ func barrierAlgName(spec string) string {
 	for i, a := range algs {
 		names[i] = a.String()
 	}
-	return strings.Join(names, ", ") + " (seed 001 §3)"
+	return strings.Join(names, ", ") + " ([Kini03 §3])"
 }
 
 // runBarrier measures each algorithm's latency on all ranks of the job: one row keyed by the

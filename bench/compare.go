@@ -12,27 +12,43 @@ import (
 type System struct {
 	Name string
 	Run  func(ctx context.Context) (*Result, error)
+	// Extra are further columns of the system's own table compared as systems of their own,
+	// from the same runs: the -baseline limits (ColTCPStream as "socket", ...) measured between
+	// the same two ranks in the same job as goarmci's figure.
+	Extra []ExtraColumn
 }
 
-// Compare runs every system runs times, alternating (run k starts with system k mod n, so no
-// system always runs on a warm or a cold machine), and returns one table: per size the median
-// of each system's figure, then the first system's ratio to each other system. A system other
-// than the first that fails is reported on log and left out; the first failing is an error.
-func Compare(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Result, error) {
+// ExtraColumn is a column of a system's table (Col) shown as a system named Name.
+type ExtraColumn struct{ Col, Name string }
+
+// ExtraSamples are the figures of one ExtraColumn over the runs of its system.
+type ExtraSamples struct {
+	ExtraColumn
+	Vals map[int][]float64
+}
+
+// Samples are the figures Alternate gathered: per system, per row key (size or ranks), one
+// figure per successful run.
+type Samples struct {
+	Keys   []int               // the first system's row keys, in its order
+	Vals   []map[int][]float64 // per system
+	Failed []bool              // per system: left out after a failed run
+	Extra  []ExtraSamples      // the systems' Extra columns found in their tables
+}
+
+// Alternate runs every system runs times, alternating (run k starts with system k mod n, so no
+// system always runs on a warm or a cold machine), and gathers the first column of every row.
+// A system other than the first that fails is reported on log and left out; the first failing
+// is an error.
+func Alternate(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Samples, error) {
 	if len(systems) == 0 || runs < 1 {
 		return nil, fmt.Errorf("%w: compare needs a system and a run", ErrOptions)
 	}
-	s, err := Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]map[int][]float64, len(systems)) // per system: size → figures
-	var sizes []int
-	failed := make([]bool, len(systems))
+	s := &Samples{Vals: make([]map[int][]float64, len(systems)), Failed: make([]bool, len(systems))}
 	for k := range runs {
 		for j := range systems {
 			i := (k + j) % len(systems)
-			if failed[i] {
+			if s.Failed[i] {
 				continue
 			}
 			res, err := systems[i].Run(ctx)
@@ -44,30 +60,68 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 					return nil, fmt.Errorf("bench: compare %s: %s: %w", name, systems[i].Name, err)
 				}
 				fmt.Fprintf(log, "goarmci: bench: %s: %s left out: %v\n", name, systems[i].Name, err)
-				failed[i] = true
+				s.Failed[i] = true
 				continue
 			}
-			if vals[i] == nil {
-				vals[i] = map[int][]float64{}
+			if s.Vals[i] == nil {
+				s.Vals[i] = map[int][]float64{}
 			}
 			for _, row := range res.Rows {
 				if len(row.Values) > 0 {
-					vals[i][row.Size] = append(vals[i][row.Size], row.Values[0])
+					s.Vals[i][row.Size] = append(s.Vals[i][row.Size], row.Values[0])
 				}
 			}
-			if i == 0 && sizes == nil {
+			for _, x := range systems[i].Extra {
+				col := slices.Index(res.Columns, x.Col)
+				if col < 0 {
+					continue
+				}
+				k := slices.IndexFunc(s.Extra, func(e ExtraSamples) bool { return e.ExtraColumn == x })
+				if k < 0 {
+					s.Extra = append(s.Extra, ExtraSamples{ExtraColumn: x, Vals: map[int][]float64{}})
+					k = len(s.Extra) - 1
+				}
 				for _, row := range res.Rows {
-					sizes = append(sizes, row.Size)
+					if col < len(row.Values) {
+						s.Extra[k].Vals[row.Size] = append(s.Extra[k].Vals[row.Size], row.Values[col])
+					}
+				}
+			}
+			if i == 0 && s.Keys == nil {
+				for _, row := range res.Rows {
+					s.Keys = append(s.Keys, row.Size)
 				}
 			}
 		}
 	}
+	return s, nil
+}
+
+// Live returns the indices of the systems that did not fail.
+func (s *Samples) Live() []int {
 	var live []int
-	for i := range systems {
-		if !failed[i] {
+	for i, f := range s.Failed {
+		if !f {
 			live = append(live, i)
 		}
 	}
+	return live
+}
+
+// Compare runs the systems as Alternate does and returns one table: per size, each system's
+// median, minimum and maximum over its runs (columns "NAME", "NAME min", "NAME max"; the
+// systems' Extra columns after them, as systems of their own), then the first system's ratio
+// of medians to each other system ("goarmci/NAME").
+func Compare(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Result, error) {
+	s, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	smp, err := Alternate(ctx, name, systems, runs, log)
+	if err != nil {
+		return nil, err
+	}
+	live := smp.Live()
 	unit := ColLatency
 	if s.Kind == Bandwidth {
 		unit = ColBandwidth
@@ -77,36 +131,53 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 		Title:    s.Title + " - goarmci vs peers",
 		KeyLabel: "Size",
 		Header: []string{
-			fmt.Sprintf("Figure: %s, median of %d runs per system, runs alternating", unit, runs),
-			"Ratio: " + systems[0].Name + " / peer (" + betterDoc(s.Kind) + ")",
+			fmt.Sprintf("Figure: %s, median of %d runs per system, runs alternating; min and max over the runs", unit, runs),
+			"Ratio: " + systems[0].Name + " / peer, of the medians (" + betterDoc(s.Kind) + ")",
 		},
 	}
 	if name == "barrier" {
 		out.KeyLabel = "Ranks"
 	}
+	type col struct {
+		name string
+		vals map[int][]float64
+	}
+	var cols []col
 	for _, i := range live {
-		out.Columns = append(out.Columns, systems[i].Name)
+		cols = append(cols, col{systems[i].Name, smp.Vals[i]})
 	}
-	for _, i := range live[1:] {
-		out.Columns = append(out.Columns, systems[0].Name+"/"+systems[i].Name)
+	for _, x := range smp.Extra {
+		cols = append(cols, col{x.Name, x.Vals})
 	}
-	for _, size := range sizes {
+	for _, c := range cols {
+		out.Columns = append(out.Columns, c.name, c.name+" min", c.name+" max")
+	}
+	for _, c := range cols[1:] {
+		out.Columns = append(out.Columns, cols[0].name+"/"+c.name)
+	}
+	for _, size := range smp.Keys {
 		row := Row{Size: size}
-		med := make([]float64, len(live))
-		for k, i := range live {
-			med[k] = Median(vals[i][size])
-			row.Values = append(row.Values, med[k])
+		med := make([]float64, len(cols))
+		for k, c := range cols {
+			v := c.vals[size]
+			med[k] = Median(v)
+			lo, hi := Range(v)
+			row.Values = append(row.Values, med[k], lo, hi)
 		}
-		for k := range live[1:] {
-			r := 0.0
-			if med[k+1] > 0 {
-				r = med[0] / med[k+1]
-			}
-			row.Values = append(row.Values, r)
+		for k := range cols[1:] {
+			row.Values = append(row.Values, Ratio(med[0], med[k+1]))
 		}
 		out.Rows = append(out.Rows, row)
 	}
 	return out, nil
+}
+
+// Ratio returns a/b, 0 when b is not positive.
+func Ratio(a, b float64) float64 {
+	if b > 0 {
+		return a / b
+	}
+	return 0
 }
 
 func betterDoc(k Kind) string {
@@ -128,4 +199,12 @@ func Median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Range returns the smallest and the largest of v, (0, 0) for none.
+func Range(v []float64) (lo, hi float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	return slices.Min(v), slices.Max(v)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,10 +47,22 @@ func TestCompareMediansRatiosAndAlternation(t *testing.T) {
 	res, err := bench.Compare(context.Background(), "put_latency", systems, 5, &log)
 	require.NoError(t, err)
 	assert.Contains(t, log.String(), "broken left out")
-	assert.Equal(t, []string{"goarmci", "mpi", "goarmci/mpi"}, res.Columns)
+	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "mpi", "mpi min", "mpi max", "goarmci/mpi"}, res.Columns)
 	require.Len(t, res.Rows, 2)
-	assert.Equal(t, []float64{3, 2, 1.5}, res.Rows[0].Values) // median of 3,1,2,10,5 = 3
-	assert.Equal(t, []float64{6, 8, 0.75}, res.Rows[1].Values)
+	// median of 3,1,2,10,5 = 3, range 1..10; the ratio is of the medians
+	assert.Equal(t, []float64{3, 1, 10, 2, 2, 2, 1.5}, res.Rows[0].Values)
+	assert.Equal(t, []float64{6, 2, 20, 8, 8, 8, 0.75}, res.Rows[1].Values)
+	assert.Contains(t, res.Header[0], "min and max over the runs")
+
+	// The text, CSV and JSON forms carry the same columns.
+	var txt, csvb bytes.Buffer
+	require.NoError(t, res.Write(&txt, "text"))
+	back, err := bench.ParseOSU(&txt)
+	require.NoError(t, err, txt.String())
+	assert.Equal(t, res.Columns, back.Columns)
+	assert.Equal(t, res.Rows, back.Rows)
+	require.NoError(t, res.Write(&csvb, "csv"))
+	assert.Contains(t, csvb.String(), "\nsize,goarmci,goarmci min,goarmci max,mpi,mpi min,mpi max,goarmci/mpi\n8,3.000,1.000,10.000,2.000,2.000,2.000,1.500\n")
 	// run k starts with system k mod 3; the broken one drops out after its first run
 	assert.Equal(t, []string{"g", "m", "b", "m", "g", "g", "m", "g", "m", "m", "g"}, order)
 
@@ -58,8 +71,30 @@ func TestCompareMediansRatiosAndAlternation(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestMedian(t *testing.T) {
+func TestMedianRangeRatio(t *testing.T) {
 	assert.Equal(t, 0.0, bench.Median(nil))
 	assert.Equal(t, 2.0, bench.Median([]float64{3, 1, 2}))
 	assert.Equal(t, 2.5, bench.Median([]float64{4, 1, 2, 3}))
+	lo, hi := bench.Range([]float64{4, 1, 7, 3})
+	assert.Equal(t, [2]float64{1, 7}, [2]float64{lo, hi})
+	lo, hi = bench.Range(nil)
+	assert.Equal(t, [2]float64{0, 0}, [2]float64{lo, hi})
+	assert.Equal(t, 2.0, bench.Ratio(4, 2))
+	assert.Equal(t, 0.0, bench.Ratio(4, 0))
+}
+
+// A system's Extra columns (the -baseline limits of goarmci's own runs) become systems of their
+// own with medians, ranges and ratios; an absent column is no system.
+func TestCompareExtraColumns(t *testing.T) {
+	k := 0
+	systems := []bench.System{{Name: "goarmci", Run: func(context.Context) (*bench.Result, error) {
+		k++
+		return &bench.Result{Columns: []string{bench.ColBandwidth, bench.ColTCPStream},
+			Rows: []bench.Row{{Size: 1 << 20, Values: []float64{float64(100 * k), float64(200 * k)}}}}, nil
+	}, Extra: []bench.ExtraColumn{{Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}}}
+	res, err := bench.Compare(context.Background(), "put_bw", systems, 3, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "socket", "socket min", "socket max", "goarmci/socket"}, res.Columns)
+	require.Len(t, res.Rows, 1)
+	assert.Equal(t, []float64{200, 100, 300, 400, 200, 600, 0.5}, res.Rows[0].Values)
 }

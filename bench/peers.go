@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,14 +27,37 @@ type Peer struct {
 	Exe      string
 	Args     []string // fixed arguments after the benchmark name (-win create)
 	Env      []string // added to the environment
-	names    []string // benchmarks it implements
-	syncs    []Sync   // synchronizations it implements
-	tcpArgs  []string // launcher options forcing the network path between ranks of one host
-	tcpEnv   []string
+	// Doc says what the peer is, for the header of a comparison: the library and its version,
+	// the one-sided component and the launcher options that select it, the window creation.
+	Doc     string
+	names   []string // benchmarks it implements
+	syncs   []Sync   // synchronizations it implements
+	tcpArgs []string // launcher options forcing the network path between ranks of one host
+	tcpEnv  []string
+	shmOnly bool // a shared-memory path only: no run with transport tcp
 }
 
 // Supports reports whether the peer implements benchmark name.
 func (p Peer) Supports(name string) bool { return slices.Contains(p.names, name) }
+
+// Describe is the peer's Doc and, with transport tcp, the launcher options and environment
+// that put its ranks on the network path.
+func (p Peer) Describe(transport string) string {
+	if transport != "tcp" {
+		return p.Doc
+	}
+	if tcp := strings.Join(append(slices.Clone(p.tcpArgs), p.tcpEnv...), " "); tcp != "" {
+		return p.Doc + "; over tcp with " + tcp
+	}
+	return p.Doc
+}
+
+// ShmOnly reports whether the peer runs over shared memory only (ErrShmOnly with tcp).
+func (p Peer) ShmOnly() bool { return p.shmOnly }
+
+// ErrShmOnly: the peer has no network path between ranks (Open MPI's osc/sm and osc/rdma over
+// the vader shared-memory transport).
+var ErrShmOnly = errors.New("bench: peer runs over shared memory only")
 
 var oneSidedNames = []string{"put_latency", "get_latency", "put_bw", "get_bw", "put_bibw", "acc_latency", "fop_latency", "cas_latency", "get_acc_latency"}
 
@@ -46,6 +70,9 @@ func (p Peer) Run(ctx context.Context, o Options, np int, transport string) (*Re
 	}
 	if len(p.syncs) > 0 && !slices.Contains(p.syncs, o.Sync) {
 		return nil, fmt.Errorf("%w: peer %s with -sync %s", ErrSync, p.Name, o.Sync)
+	}
+	if transport == "tcp" && p.shmOnly {
+		return nil, fmt.Errorf("%w: %s", ErrShmOnly, p.Name)
 	}
 	args := append([]string{}, p.Launcher[1:]...)
 	env := append(os.Environ(), p.Env...)
@@ -134,15 +161,34 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 			notes = append(notes, fmt.Sprintf("peer %s: build: %v", m.name, err))
 			continue
 		}
+		lib := mpiVersion(ctx, run, m.name)
 		for _, win := range []string{"allocate", "create"} {
 			peers = append(peers, Peer{
 				Name: m.name + "-" + win, Launcher: append([]string{run}, m.launch...), Exe: exe,
 				Args: []string{"-win", win}, Env: env, names: oneSidedNames,
+				Doc:     lib + ", MPI_Win_" + win + ", the library's choice of one-sided component",
 				tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
 			})
 		}
+		peers = append(peers, Peer{
+			Name: m.name, Launcher: append([]string{run}, m.launch...), Exe: exe, Env: env,
+			names: []string{"barrier"}, Doc: lib + ", MPI_Barrier",
+			tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
+		})
 		if m.name != "openmpi" {
 			continue
+		}
+		// Open MPI's two shared-memory one-sided components as columns of their own: --mca osc X
+		// leaves only X to the osc framework, so a window X cannot serve fails instead of falling
+		// back to another component (osc/sm serves no MPI_Win_create window, osc/rdma needs a
+		// transport with RDMA put/get: vader, not tcp).
+		for _, osc := range []string{"sm", "rdma"} {
+			mca := []string{"--mca", "osc", osc, "--mca", "btl", "self,vader"}
+			peers = append(peers, Peer{
+				Name: m.name + "-" + osc, Launcher: append(append([]string{run}, m.launch...), mca...), Exe: exe,
+				Args: []string{"-win", "allocate"}, Env: env, names: oneSidedNames, shmOnly: true,
+				Doc: lib + ", osc " + osc + " (" + strings.Join(mca, " ") + "), MPI_Win_allocate",
+			})
 		}
 		gacfg := "/usr/lib/x86_64-linux-gnu/ga/openmpi/bin/ga-config"
 		libs, err := exec.CommandContext(ctx, gacfg, "--libs").Output()
@@ -158,12 +204,37 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		}
 		launch := append([]string{run}, m.launch...)
 		peers = append(peers,
-			Peer{Name: "ga", Launcher: launch, Exe: gaExe, Env: env, names: GASuite, tcpArgs: m.tcpArgs},
+			Peer{Name: "ga", Launcher: launch, Exe: gaExe, Env: env, names: append(slices.Clone(GASuite), "barrier"), tcpArgs: m.tcpArgs,
+				Doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync)"},
 			Peer{Name: "armci", Launcher: launch, Exe: gaExe, Env: env, syncs: []Sync{SyncFlush},
-				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs},
+				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs,
+				Doc: "ARMCI-MPI of Global Arrays on " + lib + ", ARMCI_Malloc, ARMCI_Fence"},
 		)
 	}
 	return peers, notes
+}
+
+// mpiVersion names the MPI library of launcher run ("Open MPI 4.1.4", "MPICH 4.0.2"), from its
+// --version output ("Version:" of MPICH's Hydra); the family name alone when that says nothing usable.
+func mpiVersion(ctx context.Context, run, family string) string {
+	name := map[string]string{"openmpi": "Open MPI", "mpich": "MPICH"}[family]
+	out, err := exec.CommandContext(ctx, run, "--version").CombinedOutput()
+	if err != nil {
+		return name
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if _, v, ok := strings.Cut(l, "(OpenRTE) "); ok { // "mpirun.openmpi (OpenRTE) 4.1.4"
+			return name + " " + strings.TrimSpace(v)
+		}
+		if _, v, ok := strings.Cut(l, "(Open MPI) "); ok {
+			return name + " " + strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "Version:"); ok {
+			return name + " " + strings.TrimSpace(v)
+		}
+	}
+	return name
 }
 
 // writeSources writes the embedded C sources into dir, leaving files with equal content alone

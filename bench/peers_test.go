@@ -52,3 +52,65 @@ func TestPeerRunCommandLine(t *testing.T) {
 	assert.True(t, p.Supports("get_acc_latency"))
 	assert.False(t, p.Supports("ga_put"))
 }
+
+// With (fake) Open MPI and MPICH compilers and launchers on PATH, FindPeers offers the window
+// peers, the MPI_Barrier peers and Open MPI's osc sm and osc rdma as peers of their own, each
+// launched with the options that select its component, shared memory only.
+func TestFindPeersOscColumns(t *testing.T) {
+	bin := t.TempDir()
+	// cc: creates the -o file; mpirun --version: names the version.
+	cc := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n"
+	for name, script := range map[string]string{
+		"mpicc.openmpi":  cc,
+		"mpicc.mpich":    cc,
+		"mpirun.openmpi": "#!/bin/sh\necho 'mpirun.openmpi (OpenRTE) 4.1.4'\n",
+		"mpirun.mpich":   "#!/bin/sh\necho 'HYDRA build details:'\necho '    Version:                 4.0.2'\n",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755))
+	}
+	t.Setenv("PATH", bin)
+	peers, _ := FindPeers(context.Background(), t.TempDir())
+	byName := map[string]Peer{}
+	for _, p := range peers {
+		byName[p.Name] = p
+	}
+	for _, n := range []string{"openmpi-allocate", "openmpi-create", "openmpi-sm", "openmpi-rdma", "openmpi", "mpich-allocate", "mpich-create", "mpich"} {
+		require.Contains(t, byName, n)
+	}
+	assert.NotContains(t, byName, "mpich-sm")
+	for _, osc := range []string{"sm", "rdma"} {
+		p := byName["openmpi-"+osc]
+		assert.Equal(t, []string{filepath.Join(bin, "mpirun.openmpi"), "--oversubscribe", "--mca", "osc", osc, "--mca", "btl", "self,vader"}, p.Launcher)
+		assert.Equal(t, []string{"-win", "allocate"}, p.Args)
+		assert.True(t, p.ShmOnly())
+		assert.True(t, p.Supports("get_acc_latency"))
+		assert.False(t, p.Supports("barrier"))
+		assert.Equal(t, "Open MPI 4.1.4, osc "+osc+" (--mca osc "+osc+" --mca btl self,vader), MPI_Win_allocate", p.Describe("tcp"))
+		_, err := p.Run(context.Background(), Options{Name: "put_latency"}, 2, "tcp")
+		assert.ErrorIs(t, err, ErrShmOnly)
+	}
+	assert.False(t, byName["openmpi-allocate"].ShmOnly())
+	assert.Equal(t, "Open MPI 4.1.4, MPI_Win_allocate, the library's choice of one-sided component; over tcp with --mca btl self,tcp --mca osc pt2pt",
+		byName["openmpi-allocate"].Describe("tcp"))
+	assert.Equal(t, "MPICH 4.0.2, MPI_Barrier", byName["mpich"].Describe("shm"))
+	assert.True(t, byName["openmpi"].Supports("barrier"))
+	assert.False(t, byName["openmpi"].Supports("put_latency"))
+	assert.False(t, byName["openmpi-allocate"].Supports("barrier"))
+}
+
+// The barrier peers run "barrier" on -np ranks with no sizes; the row is keyed by the ranks.
+func TestPeerRunBarrier(t *testing.T) {
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "fakerun")
+	script := "#!/bin/sh\necho \"# OSU fake $*\"\necho '# Ranks         Latency (us)'\necho '4                       0.25'\n"
+	require.NoError(t, os.WriteFile(launcher, []byte(script), 0o755))
+	p := Peer{Name: "openmpi", Launcher: []string{launcher}, Exe: "/x/mpi_rma", names: []string{"barrier"}}
+	res, err := p.Run(context.Background(), Options{Name: "barrier"}, 4, "shm")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"-np", "4", "/x/mpi_rma", "barrier", "-sync", "fence", "-window", "64"},
+		strings.Fields(strings.TrimPrefix(res.Title, "# OSU fake ")))
+	assert.Equal(t, "Ranks", res.KeyLabel)
+	require.Len(t, res.Rows, 1)
+	assert.Equal(t, 4, res.Rows[0].Size)
+	assert.Equal(t, 0.25, res.Rows[0].Values[0])
+}

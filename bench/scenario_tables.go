@@ -3,8 +3,6 @@ package bench
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 )
 
 // MergeColumns turns per-configuration results (one per rail count and policy, as RunRails
@@ -149,20 +147,9 @@ func HotspotRow(policy string, tl Timeline, event, newSum, share float64, slowRa
 	return r
 }
 
-// NPBReport reads a NAS report (rank 0's output): the " Time in seconds = T" value (NaN when
-// absent) and whether " Verification = SUCCESSFUL" is there.
+// NPBReport reads a NAS report (rank 0's output, ParseNPB): the " Time in seconds = T" value
+// (NaN when absent) and whether " Verification = SUCCESSFUL" is there.
 func NPBReport(out string) (seconds float64, verified bool) {
-	seconds = math.NaN()
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(stripRankPrefix(strings.TrimSpace(l)))
-		if v, ok := strings.CutPrefix(l, "Time in seconds ="); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				seconds = f
-			}
-		}
-		if v, ok := strings.CutPrefix(l, "Verification ="); ok && strings.TrimSpace(v) == "SUCCESSFUL" {
-			verified = true
-		}
-	}
-	return seconds, verified
+	r := ParseNPB(out)
+	return r.Seconds, r.Verified
 }

@@ -5,10 +5,11 @@
  *
  * GA (bench/ga.go): ga_put ga_get ga_acc (NGA_Put/Get/Acc of a square-ish 2-D patch of doubles
  * owned by rank 1 in a (1024·np)×1024 array), ga_read_inc (NGA_Read_inc of a C_LONG element of
- * rank 1), ga_sync (GA_Sync). ARMCI (bench/osu.go with -sync flush): put_latency get_latency
- * (ARMCI_Put/Get + ARMCI_Fence), put_bw get_bw (ARMCI_NbPut/NbGet x window + ARMCI_WaitAll +
- * ARMCI_Fence), acc_latency (ARMCI_Acc ARMCI_ACC_DBL), fop_latency (ARMCI_Rmw
- * FETCH_AND_ADD_LONG). Output: OSU text on rank 0. */
+ * rank 1), ga_sync (GA_Sync), barrier (GA_Sync as ga_sync, on any number of ranks, the row keyed
+ * by the number of ranks, beside goarmci's barrier and MPI_Barrier). ARMCI (bench/osu.go with
+ * -sync flush): put_latency get_latency (ARMCI_Put/Get + ARMCI_Fence), put_bw get_bw
+ * (ARMCI_NbPut/NbGet x window + ARMCI_WaitAll + ARMCI_Fence), acc_latency (ARMCI_Acc
+ * ARMCI_ACC_DBL), fop_latency (ARMCI_Rmw FETCH_AND_ADD_LONG). Output: OSU text on rank 0. */
 #include <mpi.h>
 #include <armci.h>
 #include <ga.h>
@@ -77,8 +78,10 @@ static void ga_scalar(const char *name) {
     counts(&o, 0, 8, &iters, &skip);
     double t0 = 0, lat = 0;
     long key = 8;
-    if (!strcmp(name, "ga_sync")) {
-        key = 0;
+    int bar = !strcmp(name, "barrier"), sync = bar || !strcmp(name, "ga_sync");
+    if (sync) {
+        key = bar ? nproc : 0;
+        GA_Sync();
         for (int i = 0; i < skip + iters; i++) {
             if (i == skip) t0 = MPI_Wtime();
             GA_Sync();
@@ -101,9 +104,9 @@ static void ga_scalar(const char *name) {
     }
     if (me == 0) {
         printf("%s (peer: Global Arrays %d.%d)\n",
-               !strcmp(name, "ga_sync") ? "# GA GA_Sync Latency Test" : "# GA NGA_Read_inc Latency Test",
+               sync ? "# GA GA_Sync Latency Test" : "# GA NGA_Read_inc Latency Test",
                GA_VERSION_MAJOR, GA_VERSION_MINOR);
-        printf("%-10s%18s\n", "# Size", "Latency (us)");
+        printf("%-10s%18s\n", bar ? "# Ranks" : "# Size", "Latency (us)");
         printf("%-10ld%18.2f\n", key, lat);
     }
 }
@@ -176,7 +179,7 @@ int main(int argc, char **argv) {
     GA_Initialize();
     me = GA_Nodeid();
     nproc = GA_Nnodes();
-    if (nproc < 2) {
+    if (nproc < 2 && strcmp(o.name, "barrier")) {
         if (me == 0) fprintf(stderr, "ga_bench: needs 2 ranks\n");
         GA_Terminate();
         MPI_Finalize();
@@ -187,6 +190,8 @@ int main(int argc, char **argv) {
     if (!strncmp(o.name, "ga_", 3)) {
         if (!strcmp(o.name, "ga_read_inc") || !strcmp(o.name, "ga_sync")) ga_scalar(o.name);
         else ga_patch(o.name, lo < 8 ? 8 : lo, hi);
+    } else if (!strcmp(o.name, "barrier")) {
+        ga_scalar(o.name);
     } else {
         armci(o.name, lo, hi);
     }

@@ -2,11 +2,16 @@
  *
  *   mpirun -np 2 mpi_rma NAME [-win allocate|create] [-sync lock|flush|fence|pscw]
  *          [-min-size B] [-max-size B] [-iterations N] [-skip N] [-window N]
+ *   mpirun -np N mpi_rma barrier [-iterations N] [-skip N]
  *
  * NAME: put_latency get_latency put_bw get_bw put_bibw acc_latency fop_latency cas_latency
  * get_acc_latency. Rank 0 is the origin, rank 1 the target; other ranks only take part in
  * fences. Output: OSU text on rank 0. Accumulates use MPI_DOUBLE/MPI_SUM (sizes from 8 B), the
- * atomics MPI_LONG_LONG, as goarmci's definitions (bench/osu.go). */
+ * atomics MPI_LONG_LONG, as goarmci's definitions (bench/osu.go).
+ *
+ * barrier: MPI_Barrier on all ranks of the job, OSU style (10000 iterations after 100 warm-ups
+ * unless -iterations/-skip), rank 0's mean time per barrier in µs, one row keyed by the number
+ * of ranks (as goarmci's barrier benchmark). No window is created. */
 #include <mpi.h>
 
 #include "common.h"
@@ -144,11 +149,34 @@ static double bandwidth(const char *name, long size) {
     return bytes / t / 1e6;
 }
 
+static void barrier(void) {
+    int iters, skip;
+    counts(&o, 0, 0, &iters, &skip);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = 0;
+    for (int i = 0; i < skip + iters; i++) {
+        if (i == skip) t0 = MPI_Wtime();
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    double t = (MPI_Wtime() - t0) * 1e6 / iters;
+    if (rank == 0) {
+        printf("# OSU MPI_Barrier Latency Test\n# Operation: MPI_Barrier on MPI_COMM_WORLD, rank 0's mean time\n");
+        printf("%-10s%18s\n", "# Ranks", "Latency (us)");
+        printf("%-10d%18.2f\n", nproc, t);
+        fflush(stdout);
+    }
+}
+
 int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nproc);
+    if (!strcmp(o.name, "barrier")) {
+        barrier();
+        MPI_Finalize();
+        return 0;
+    }
     struct { const char *name, *title; int kind; long min, max; const char *sync; } specs[] = {
         {"put_latency", "# OSU MPI_Put Latency Test", LAT, 1, MAX_MESSAGE, "flush"},
         {"get_latency", "# OSU MPI_Get Latency Test", LAT, 1, MAX_MESSAGE, "flush"},

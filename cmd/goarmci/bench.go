@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,13 +34,15 @@ func benchUsage() string {
 	var b strings.Builder
 	b.WriteString(`usage: goarmci bench NAME [flags]
        goarmci bench compare NAME [flags]
+       goarmci bench npb -npb-dir DIR [flags]   (goarmci bench npb -h)
        goarmci bench list
 
 Without a launcher, bench starts -np ranks of itself on this host (as goarmci run does); under
 goarmci run, srun or mpirun it runs as one rank of that job and rank 0 prints the table.
 compare runs goarmci and every C peer of bench/peers that can be built here (Open MPI and
 MPICH one-sided, Global Arrays/ARMCI), alternating, and prints the medians side by side with
-goarmci's ratio to each. -plot FILE.png draws the table with goarmci-plot (a separate command:
+goarmci's ratio to each; npb runs goarmci's NAS kernels beside NPB-MPI programs you built.
+-plot FILE.png draws the table with goarmci-plot (a separate command:
 go install github.com/goarmci/goarmci/cmd/goarmci-plot@latest).
 
 Benchmarks (NAME):
@@ -106,7 +109,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of dissemination, pairwise, gather-broadcast")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
 	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
-	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run (default: every one available)")
+	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run, or none (default: every one available)")
 	fs.StringVar(&f.api, "api", "armci", "one-sided benchmarks on armci calls or on MPI-3 windows (window: also pscw, get_acc_latency)")
 	fs.StringVar(&f.win, "win", "allocate", "window creation with -api window: allocate or create")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: print rank 0's results as JSON for the launching goarmci bench")
@@ -124,7 +127,7 @@ func (f *benchFlags) options(name string) bench.Options {
 
 func newBenchCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench list",
+		Use:                "bench NAME [flags] | bench compare NAME [flags] | bench npb -npb-dir DIR [flags] | bench list",
 		Short:              "OSU one-sided microbenchmarks, GA and barrier benchmarks, side by side with MPI and GA",
 		Long:               strings.TrimSuffix(benchUsage(), "\nFlags (single or double dash):\n") + "\n(goarmci bench -h also lists the flags)",
 		DisableFlagParsing: true, // Go-style flags: -np 2 and --np 2 alike, as the OSU tools
@@ -135,6 +138,11 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(stdout, stderr io.Writer, args []string) error {
+	if len(args) > 0 && args[0] == "npb" { // its own flags (-np is a list there)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return runNPB(ctx, stdout, stderr, args[1:])
+	}
 	for _, a := range args {
 		if bench.IsScenario(a) { // rails, hotspot, fault, interleave: the multi-rail testbed
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -433,13 +441,22 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	for _, n := range notes {
 		fmt.Fprintln(stderr, "goarmci: bench: "+n)
 	}
-	if f.peers != "" {
+	if f.peers == "none" {
+		peers = nil
+	}
+	if f.peers != "" && f.peers != "none" {
 		var keep []bench.Peer
-		for _, p := range peers {
-			for _, want := range strings.Split(f.peers, ",") {
-				if p.Name == strings.TrimSpace(want) {
+		for _, want := range strings.Split(f.peers, ",") {
+			want = strings.TrimSpace(want)
+			found := false
+			for _, p := range peers {
+				if p.Name == want {
 					keep = append(keep, p)
+					found = true
 				}
+			}
+			if !found {
+				fmt.Fprintf(stderr, "goarmci: bench: peer %s not available here (have %s)\n", want, peerNames(peers))
 			}
 		}
 		peers = keep
@@ -448,19 +465,40 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	for _, n := range names {
 		o, _, _ := f.options(n).Check()
 		o.Baseline = false
-		systems := []bench.System{{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
-			g := *f
+		g := *f
+		var extra []bench.ExtraColumn
+		if f.baseline && n != "barrier" && n != "ga_sync" {
+			// The limits measured by goarmci's own job between the same two ranks, as columns
+			// of their own with medians and ranges over the same runs.
+			extra = []bench.ExtraColumn{{Col: bench.ColMemcpy, Name: "memcpy"}, {Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}
+		} else {
 			g.baseline = false
+		}
+		if n == "barrier" {
+			// One column per system: goarmci's first -alg (dissemination by default) beside
+			// MPI_Barrier and GA_Sync.
+			g.alg = strings.TrimSpace(strings.Split(f.alg, ",")[0])
+			if g.alg == "" || g.alg == "all" {
+				g.alg = "dissemination"
+			}
+		}
+		systems := []bench.System{{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
 			rs, err := launchBench(ctx, stderr, &g, f.np, []string{n})
 			if err != nil {
 				return nil, err
 			}
 			return rs[0], nil
-		}}}
+		}, Extra: extra}}
+		var used []bench.Peer
 		for _, p := range peers {
 			if !p.Supports(n) {
 				continue
 			}
+			if f.transport == "tcp" && p.ShmOnly() {
+				fmt.Fprintf(stderr, "goarmci: bench: %s: %s left out: shared memory only, no tcp path\n", n, p.Name)
+				continue
+			}
+			used = append(used, p)
 			systems = append(systems, bench.System{Name: p.Name, Run: func(ctx context.Context) (*bench.Result, error) {
 				return p.Run(ctx, o, f.np, f.transport)
 			}})
@@ -472,8 +510,51 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
-		res.Header = append(res.Header, fmt.Sprintf("Transport: %s, %d ranks, sync %s", f.transport, f.np, o.Sync))
+		tr := fmt.Sprintf("Transport: %s, %d ranks", f.transport, f.np)
+		if n != "barrier" && n != "ga_sync" {
+			tr += ", sync " + string(o.Sync)
+		}
+		res.Header = append(res.Header, tr)
+		res.Header = append(res.Header, "goarmci: "+goarmciDoc(n, &g, o))
+		for _, x := range extra {
+			if slices.Contains(res.Columns, x.Name) {
+				res.Header = append(res.Header, x.Name+": "+map[string]string{
+					bench.ColMemcpy:    "one core's memcpy of the same bytes",
+					bench.ColTCPStream: "a plain Go TCP stream between ranks 0 and 1",
+					bench.ColSocketRTT: "a plain Go TCP ping-pong round trip between ranks 0 and 1",
+				}[x.Col]+", measured in goarmci's jobs (-baseline)")
+			}
+		}
+		for _, p := range used {
+			if slices.Contains(res.Columns, p.Name) {
+				res.Header = append(res.Header, p.Name+": "+p.Describe(f.transport))
+			}
+		}
 		results = append(results, res)
 	}
 	return emit(stdout, stderr, f, results)
+}
+
+func peerNames(peers []bench.Peer) string {
+	var n []string
+	for _, p := range peers {
+		n = append(n, p.Name)
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
+// goarmciDoc says what goarmci's column of a comparison ran.
+func goarmciDoc(name string, f *benchFlags, o bench.Options) string {
+	switch {
+	case name == "barrier":
+		return "barrier algorithm " + f.alg + " (rma.BarrierWith)"
+	case strings.HasPrefix(name, "ga_"):
+		return "Global Arrays (package globalarray)"
+	case o.API == bench.APIWindow:
+		return "MPI-3 windows (-api window, package window), MPI_Win_" + o.Win
+	}
+	return "ARMCI calls (-api armci)"
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -139,4 +140,89 @@ func TestBenchHelpListsEveryBenchmark(t *testing.T) {
 	for _, n := range bench.Names() {
 		assert.Contains(t, out, "  "+n+" ")
 	}
+}
+
+// fakeMPI writes an mpicc.openmpi that only creates its -o file and an mpirun.openmpi that
+// names its version and prints the OSU table body given for every run (its arguments as a
+// header line), and returns their directory (the whole PATH of the command under test).
+func fakeMPI(t *testing.T, table string) string {
+	t.Helper()
+	bin := t.TempDir()
+	cc := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n"
+	run := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'mpirun.openmpi (OpenRTE) 4.1.4'; exit 0; fi\n" +
+		"echo '# OSU fake MPI'\necho \"# Args: $*\"\nprintf '" + table + "'\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "mpicc.openmpi"), []byte(cc), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "mpirun.openmpi"), []byte(run), 0o755))
+	return bin
+}
+
+func benchCLIEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(goarmciExe, append([]string{"bench"}, args...)...)
+	cmd.Env = append(testutil.CleanEnv(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), o.String(), e.String()
+	}
+	require.NoError(t, err)
+	return 0, o.String(), e.String()
+}
+
+// compare barrier puts goarmci's dissemination barrier beside the MPI_Barrier peer, with each
+// system's median, min and max and the ratio, and says what each column ran.
+func TestBenchCompareBarrierBesideMPIBarrier(t *testing.T) {
+	bin := fakeMPI(t, `# Ranks         Latency (us)\n2                       0.50\n`)
+	code, out, errOut := benchCLIEnv(t, []string{"PATH=" + bin}, "compare", "barrier", "-runs", "2", "-iterations", "20",
+		"-peer-dir", t.TempDir(), "-peers", "openmpi", "-format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "mpicc.mpich") // the missing MPICH is a note
+	assert.Contains(t, out, "\n# goarmci: barrier algorithm dissemination (rma.BarrierWith)\n")
+	assert.Contains(t, out, "\n# openmpi: Open MPI 4.1.4, MPI_Barrier\n")
+	assert.Contains(t, out, "\n# Transport: shm, 2 ranks\n")
+	cr := csv.NewReader(strings.NewReader(out))
+	cr.Comment = '#'
+	recs, err := cr.ReadAll()
+	require.NoError(t, err, out)
+	require.Len(t, recs, 2, out)
+	assert.Equal(t, []string{"ranks", "goarmci", "goarmci min", "goarmci max", "openmpi", "openmpi min", "openmpi max", "goarmci/openmpi"}, recs[0])
+	assert.Equal(t, "2", recs[1][0])
+	assert.Equal(t, []string{"0.500", "0.500", "0.500"}, recs[1][4:7])
+	g, err := strconv.ParseFloat(recs[1][1], 64)
+	require.NoError(t, err)
+	lo, _ := strconv.ParseFloat(recs[1][2], 64)
+	hi, _ := strconv.ParseFloat(recs[1][3], 64)
+	assert.True(t, lo <= g && g <= hi && lo > 0, "%v <= %v <= %v", lo, g, hi)
+	r, _ := strconv.ParseFloat(recs[1][7], 64)
+	assert.InDelta(t, g/0.5, r, 0.01)
+}
+
+// Over tcp the shared-memory-only osc peers are left out with a note; the others run with the
+// network options, and the header names the osc of each column.
+func TestBenchCompareOscPeers(t *testing.T) {
+	bin := fakeMPI(t, `# Size          Latency (us)\n8                       0.25\n`)
+	args := []string{"compare", "put_latency", "-runs", "1", "-iterations", "20", "-min-size", "8", "-max-size", "8",
+		"-peer-dir", t.TempDir(), "-peers", "openmpi-allocate,openmpi-sm,openmpi-rdma", "-api", "window", "-sync", "lock"}
+	code, out, errOut := benchCLIEnv(t, []string{"PATH=" + bin}, args...)
+	require.Equal(t, 0, code, errOut)
+	res, err := bench.ParseOSU(strings.NewReader(out))
+	require.NoError(t, err, out)
+	for _, p := range []string{"openmpi-allocate", "openmpi-sm", "openmpi-rdma"} {
+		assert.Contains(t, res.Columns, p)
+		assert.Contains(t, res.Columns, "goarmci/"+p)
+	}
+	assert.Contains(t, res.Header, "openmpi-sm: Open MPI 4.1.4, osc sm (--mca osc sm --mca btl self,vader), MPI_Win_allocate")
+	assert.Contains(t, res.Header, "openmpi-rdma: Open MPI 4.1.4, osc rdma (--mca osc rdma --mca btl self,vader), MPI_Win_allocate")
+	assert.Contains(t, res.Header, "goarmci: MPI-3 windows (-api window, package window), MPI_Win_allocate")
+	assert.Contains(t, res.Header, "Transport: shm, 2 ranks, sync lock")
+
+	code, out, errOut = benchCLIEnv(t, []string{"PATH=" + bin}, append(args, "-transport", "tcp")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "openmpi-sm left out: shared memory only")
+	assert.Contains(t, errOut, "openmpi-rdma left out: shared memory only")
+	res, err = bench.ParseOSU(strings.NewReader(out))
+	require.NoError(t, err, out)
+	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "openmpi-allocate", "openmpi-allocate min", "openmpi-allocate max", "goarmci/openmpi-allocate"}, res.Columns)
+	assert.Contains(t, res.Header, "openmpi-allocate: Open MPI 4.1.4, MPI_Win_allocate, the library's choice of one-sided component; over tcp with --mca btl self,tcp --mca osc pt2pt")
 }
