@@ -2,7 +2,7 @@
 // their Global Arrays and barrier counterparts on a goarmci job, measures the physical limits
 // of the machine beside them (memcpy bandwidth of one core, a plain TCP socket's round trip and
 // stream bandwidth), and runs the same definitions written in C against MPI-3 RMA and Global
-// Arrays ("peers", bench/peers) for side-by-side tables (DESIGN.md §7).
+// Arrays ("peers", bench/peers) for side-by-side tables ([OSU] definitions).
 //
 // A benchmark runs on every rank of an initialized rma.Runtime (Run); rank 0 (the origin)
 // returns the Result, which formats as OSU text, CSV or JSON and plots as PNG. The OSU rules

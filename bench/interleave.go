@@ -10,11 +10,11 @@ import (
 	"github.com/goarmci/goarmci/window"
 )
 
-// InterleaveOps is the number of puts, and of gets, per epoch of RunInterleave (seed 000 §5.3.4:
+// InterleaveOps is the number of puts, and of gets, per epoch of RunInterleave ([Vishnu07 §5.3.4]:
 // 16 + 16).
 const InterleaveOps = 16
 
-// RunInterleave is the interleaving test of seed 000 §5.3.4 on MPI-2 windows (package window):
+// RunInterleave is the interleaving test of [Vishnu07 §5.3.4] on MPI-2 windows (package window):
 // per fence epoch rank 0 issues InterleaveOps MPI_Put and InterleaveOps MPI_Get of one size to
 // rank 1 (different displacements), then MPI_Win_fence; once with the window's reordering
 // policy off (window.Reorder(false): issued in program order, puts then gets) and once on

@@ -12,7 +12,7 @@ import (
 // RunRails measures, from rank 0 to rank 1, put and get bandwidth at every size of o.Sizes and
 // put and get latency at every size of o.LatSizes, over whatever rails and policy the runtime
 // was initialized with (GOARMCI_RAILS, GOARMCI_STRIPE_POLICY): the rail-scaling benchmark of
-// seed 000 ch. 4 (multi-rail), 7 (adaptive striping) and 8 (BSS). Bandwidth: windows of
+// [Vishnu07 ch. 4] (multi-rail), 7 (adaptive striping) and 8 (BSS). Bandwidth: windows of
 // o.Window ARMCI_NbPut (ARMCI_NbGet) of one size, each completed by waiting the handles and
 // ARMCI_Fence, until o.Bytes moved after one warm-up window; MB/s = 10^6 B/s. Latency: blocking
 // ARMCI_Put + ARMCI_Fence, ARMCI_Get; µs per operation. Columns ColPutBW, ColGetBW, ColPutLat,

@@ -9,11 +9,11 @@ import (
 	"github.com/goarmci/goarmci/internal/config"
 )
 
-// Scenario benchmarks (DESIGN.md §7) run a two-rank job across two hosts of the multi-rail
+// Scenario benchmarks run a two-rank job across two hosts of the multi-rail
 // testbed (network namespaces joined by veth rails with tbf rates, internal/testutil): rail
-// scaling per policy (RunRails, seed 000 ch. 4–8), a timeline of bandwidth per operation around
-// an event (RunTimeline: a rail's rate cut mid-run, a cable pulled, seed 003 Fig. 10/11), and
-// the put/get interleaving of an epoch (RunInterleave, seed 000 §5.3.4). The launching side
+// scaling per policy (RunRails, [Vishnu07 ch. 4–8]), a timeline of bandwidth per operation around
+// an event (RunTimeline: a rail's rate cut mid-run, a cable pulled, [Vishnu09 Fig. 10/11]), and
+// the put/get interleaving of an epoch (RunInterleave, [Vishnu07 §5.3.4]). The launching side
 // (`goarmci bench rails|hotspot|fault|interleave`) builds the testbed, fires the events and
 // analyses the timelines with the pure functions of timeline.go.
 

@@ -122,7 +122,7 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// HotspotRow summarizes one policy's timeline around a rail's rate cut at event ms (seed 000
+// HotspotRow summarizes one policy's timeline around a rail's rate cut at event ms ([Vishnu07]
 // §7.4, §8: adaptive striping and BSS move load off the hot spot): median bandwidth before and
 // after (the last half of the time after the cut), that as a percentage of newSum (MB/s), after
 // how many operations and ms 3 operations in a row reach share × newSum, and the slow rail's

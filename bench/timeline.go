@@ -12,8 +12,8 @@ import (
 
 // RunTimeline issues operations from rank 0 to rank 1 for o.DurationMs and records every one:
 // an operation is o.Window ARMCI_NbPut (o.Op "put") or ARMCI_NbGet ("get") of o.Size bytes,
-// waited for (and fenced, for puts). It is the timeline of seed 003 Fig. 10/11 (bandwidth per
-// iteration with a fault in the middle) and of the hot-spot experiment of seed 000 §7.4 (a rail
+// waited for (and fenced, for puts). It is the timeline of [Vishnu09 Fig. 10/11] (bandwidth per
+// iteration with a fault in the middle) and of the hot-spot experiment of [Vishnu07 §7.4] (a rail
 // slowed mid-run): the launcher fires the event while the operations flow. started, when not
 // nil, is called on rank 0 just before the first timed operation with its wall-clock time (the
 // launcher places its events on the same clock).
@@ -236,7 +236,7 @@ func (tl Timeline) StripeShare(rail int, from, to float64) float64 {
 }
 
 // FaultStats summarizes a timeline around a cable pulled at Down ms and plugged back at Up ms
-// (seed 003 Fig. 10/11). Times in ms, bandwidths in MB/s.
+// [Vishnu09 Fig. 10/11]. Times in ms, bandwidths in MB/s.
 type FaultStats struct {
 	Before float64 // median bandwidth before the pull
 	// During: the bytes of the operations that ended while the cable was out, divided by the

@@ -37,14 +37,14 @@ joined by -rails veth pairs with a tbf rate per rail (each host's egress), one r
 (this binary, started as under srun), rank 0 the origin.
 
   rails       put/get bandwidth (-sizes) and latency (-lat-sizes) over 1..R rails (-counts) and
-              each policy (-policies) (seed 000 ch. 4-8)
+              each policy (-policies) [Vishnu07 ch. 4-8]
   hotspot     4 MiB puts for -duration; at -event one rail (-cut-rail) is cut to 1/-cut-factor
               of its rate (tc change): per policy, the bandwidth before and after and after how
               many operations it is back at -recover of the new summed rate
   fault       1 MiB put and get timeline; at -event rail 0's cable is pulled (ip link set down)
-              for -down, then plugged back; APM on and off (-apm) (seed 003 Fig. 10/11)
+              for -down, then plugged back; APM on and off (-apm) [Vishnu09 Fig. 10/11]
   interleave  16 MPI_Put + 16 MPI_Get per fence epoch, reordering off and on, over 1..R rails
-              (seed 000 §5.3.4)
+              [Vishnu07 §5.3.4]
   app         PROGRAM (a goarmci program, e.g. a built examples/nas/is) as the 2 ranks over 1..R
               rails (-counts), with -pull also with rail 0 pulled mid-run: wall time, the NPB
               "Time in seconds" and "Verification" lines
@@ -376,7 +376,6 @@ type scenario struct {
 	f      *scenarioFlags
 	tb     *testutil.Testbed
 	stderr io.Writer
-	seq    int
 }
 
 // setRates puts the -rate tbf on both hosts' egress of every rail.
@@ -778,7 +777,7 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		ops = []string{"put", "get"}
 	}
 	tab := &bench.Table{
-		Name: "fault", Title: "# goarmci network fault: rail 0 pulled mid-run (seed 003 Fig. 10/11)", Key: "Run",
+		Name: "fault", Title: "# goarmci network fault: rail 0 pulled mid-run [Vishnu09 Fig. 10/11]", Key: "Run",
 		Header: append(s.rateHeader([]int{s.f.rails}),
 			fmt.Sprintf("Event: rail 0 down (ip link set down) %v after the start, up again %v later", s.f.event, s.f.down),
 			"Down: bytes moved while down / down time; Detect: pull -> end of the first operation after it slower than 3x the median;",
