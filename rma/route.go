@@ -17,7 +17,7 @@ const (
 	routeSelf routeKind = iota // this rank: in place (selfRoute)
 	routeNode                  // a peer of this node over shared memory (nodeRoute)
 	routeNet                   // a network peer's multirail channel (netRoute)
-	routeDial                  // a network peer connected on demand (dialRoute)
+	routeDial                  // a network peer connected on demand: dialed first, then as routeNet
 )
 
 // route is one peer's route: a kind and the peer. Its methods get transfers and atomics that
