@@ -172,6 +172,11 @@ func (c *Config) fillDefaults() error {
 	if len(c.Rails) == 0 {
 		c.Rails = env.rails
 	}
+	for _, rail := range c.Rails { // checked even where no network is opened: a typo is an error
+		if _, err := railPort(rail); err != nil {
+			return err
+		}
+	}
 	if c.StripePolicy == "" {
 		c.StripePolicy = env.cfg.StripePolicy
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // TestPutGetValue stores one value of each type into the next rank's part and reads it back from
@@ -169,4 +170,14 @@ func TestCollectivesBackToBack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBadRailIsAnErrorOnOneNode: a rail that names neither an address nor an interface fails
+// Init with ErrConfig even when every rank shares one node (no network device is opened).
+func TestBadRailIsAnErrorOnOneNode(t *testing.T) {
+	g := rmatest.NewGroup(1)
+	defer g.Close()
+	_, err := rma.Init(context.Background(), &rma.Config{Bootstrap: g.Member(0), Transport: rma.TransportShm,
+		Rails: []string{"no-such-interface0"}, HostID: "one", Job: "badrail"})
+	require.True(t, errors.Is(err, rma.ErrConfig), "%v", err)
 }
