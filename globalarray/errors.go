@@ -25,4 +25,6 @@ var (
 	ErrDestroyed = errors.New("ga: array destroyed")
 	// ErrMismatch: the ranks called a collective (Create) with different arguments.
 	ErrMismatch = errors.New("ga: ranks disagree on a collective call")
+	// ErrDivideByZero: an integer element-wise division by 0 (ElemPatch with ElemDivide).
+	ErrDivideByZero = errors.New("ga: integer division by zero")
 )

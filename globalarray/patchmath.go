@@ -1,6 +1,7 @@
 package globalarray
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -112,18 +113,21 @@ func (src *Array[T]) source(ctx context.Context, slo []int, dlo, olo, ohi []int)
 }
 
 // patchOp runs fn on this rank's part of dst's patch [lo, hi] between two barriers (the
-// collective frame of every patch operation).
+// collective frame of every patch operation); fn's error is returned after the second barrier.
 func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn func(olo, ohi []int) error) error {
 	if err := a.rt.Barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
+	var ferr error
 	if olo, ohi, ok := a.owned(lo, hi); ok {
-		if err := fn(olo, ohi); err != nil {
-			return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
-		}
+		ferr = fn(olo, ohi)
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
-		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
+	// the closing barrier even after fn failed: the call stays collective on every rank
+	if err := a.rt.Barrier(ctx); err != nil && ferr == nil {
+		ferr = err
+	}
+	if ferr != nil {
+		return fmt.Errorf("ga: %s %q: %w", call, a.name, ferr)
 	}
 	return nil
 }
@@ -251,15 +255,16 @@ func DotPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Array
 	if err := a.rt.Barrier(ctx); err != nil {
 		return sum, fmt.Errorf("ga: %s: %w", call, err)
 	}
+	var serr error
 	if olo, ohi, ok := a.owned(alo, ahi); ok {
-		bv, err := b.source(ctx, blo, alo, olo, ohi)
-		if err != nil {
-			return sum, fmt.Errorf("ga: %s: %w", call, err)
+		var bv []T
+		if bv, serr = b.source(ctx, blo, alo, olo, ohi); serr == nil {
+			a.eachOwned(olo, ohi, func(i, k int) { sum += a.local[i] * bv[k] })
 		}
-		a.eachOwned(olo, ohi, func(i, k int) { sum += a.local[i] * bv[k] })
 	}
 	v := []T{sum}
-	if err := a.rt.AllReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)); err != nil {
+	err := a.rt.AllReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)) // collective even after a failed Get
+	if err = cmp.Or(serr, err); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	return v[0], nil
