@@ -142,6 +142,10 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("rma: init: system segment: %w", err)
 	}
+	if r.notify, err = r.Malloc(ctx, 8*r.size); err != nil { // notify counters, one per origin
+		return nil, fmt.Errorf("rma: init: notify counters: %w", err)
+	}
+	r.notified, r.awaited = make([]int64, r.size), make([]int64, r.size)
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}

@@ -119,6 +119,9 @@ type Runtime struct {
 	barrierID uint64
 	collStep  uint64 // collective steps so far: the scratch set of the next (collective.go)
 	mutexes   *Segment
+	notify    *Segment // word p of my part: notifies received from rank p (notify.go)
+	notified  []int64  // per rank: notifies this rank sent to it
+	awaited   []int64  // per rank: notifies from it this rank has waited for
 
 	finalized atomic.Bool
 	closers   []func() error

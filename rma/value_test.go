@@ -181,3 +181,48 @@ func TestBadRailIsAnErrorOnOneNode(t *testing.T) {
 		Rails: []string{"no-such-interface0"}, HostID: "one", Job: "badrail"})
 	require.True(t, errors.Is(err, rma.ErrConfig), "%v", err)
 }
+
+// TestNotify: in rounds, every rank puts a round-stamped block into the next rank's part and
+// notifies it; each rank waits for its predecessor's notify and must then see that round's data
+// (armci_notify / armci_notify_wait). The counts returned grow by one per round.
+func TestNotify(t *testing.T) {
+	for _, np := range []int{1, 2, 4} {
+		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			const size = 4096
+			seg, err := rt.Malloc(ctx, size)
+			require.NoError(t, err)
+			me, n := rt.Rank(), rt.Size()
+			next, prev := (me+1)%n, (me-1+n)%n
+			sentTo, heardFrom := map[int]int64{}, map[int]int64{} // the counts each call must return
+			notify := func(p int) {
+				sentTo[p]++
+				c, err := rt.Notify(ctx, p)
+				require.NoError(t, err)
+				require.Equal(t, sentTo[p], c, "notifies sent to rank %d", p)
+			}
+			wait := func(p int) {
+				heardFrom[p]++
+				c, err := rt.NotifyWait(ctx, p)
+				require.NoError(t, err)
+				require.Equal(t, heardFrom[p], c, "notifies waited for from rank %d", p)
+			}
+			for round := 1; round <= 20; round++ {
+				// the predecessor writes my part only after I said I had read the last round
+				if round > 1 {
+					notify(prev)
+					wait(next)
+				}
+				require.NoError(t, rt.Put(ctx, pattern(round*10+me, size), seg, next, 0))
+				notify(next)
+				wait(prev)
+				require.Equal(t, pattern(round*10+prev, size), seg.Local(), "round %d", round)
+			}
+			_, err = rt.Notify(ctx, n)
+			require.True(t, errors.Is(err, rma.ErrBadRank))
+			_, err = rt.NotifyWait(ctx, -1)
+			require.True(t, errors.Is(err, rma.ErrBadRank))
+			require.NoError(t, rt.Barrier(ctx))
+			require.NoError(t, seg.Free(ctx))
+		})
+	}
+}
