@@ -87,6 +87,10 @@ type Config struct {
 	// on-demand connection setup: every network peer is connected at Init, whatever
 	// GOARMCI_ON_DEMAND_THRESHOLD says. Ranks with different HostIDs are network peers; give
 	// every rank its own HostID for a job of network peers only.
+	//
+	// The ranks of such a job are goroutines of one process, so the runtime's waits neither spin
+	// nor sched_yield: they back off to sleeps at once (which pass in virtual time inside a
+	// bubble; a yielding wait would keep the bubble busy and cost a system call per poll).
 	NetworkDevice func() (*ibv.Context, error)
 
 	env envDefaults
@@ -122,6 +126,7 @@ type Runtime struct {
 
 	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
 	spin         int // polls a wait spins before it yields (spinBudget)
+	yields       int // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool
