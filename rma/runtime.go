@@ -76,15 +76,16 @@ type Config struct {
 	// instead of the tcp provider on Rails (for tests and simulations: ibv/fabric's Fabric.Open
 	// of the rank's node, so a job of many ranks runs in one process, inside a testing/synctest
 	// bubble on virtual time). The device's ports are the rails, one RC connection per port and
-	// peer (Rails is ignored). Init calls it once, after the host exchange, on every rank that
-	// has network peers; the runtime owns the device from then on and closes it at Finalize (or
+	// peer (Rails is ignored). Init calls it once, after the host exchange, on every rank when
+	// any rank of the job has network peers; the runtime owns the device from then on and closes it at Finalize (or
 	// when Init fails). An error it returns fails Init, wrapped.
 	//
 	// With a given device the runtime runs without the hybridft manager, as GOARMCI_FT=false
-	// does: the manager's UD connection manager listens on real UDP sockets, which cannot run
-	// inside a synctest bubble. So there is no software recovery of broken connections
-	// [Vishnu09 §IV] (a connection that exhausts its retries fails its operations) and no
-	// on-demand connection setup: every network peer is connected at Init, whatever
+	// does: the runtime opens the manager's UD connection manager on real UDP sockets (one per
+	// rail), which cannot run inside a synctest bubble (running it on the given device instead,
+	// hybridft.Options.CMDevice, is not done yet). So there is no software recovery of broken
+	// connections [Vishnu09 §IV] (a connection that exhausts its retries fails its operations)
+	// and no on-demand connection setup: every network peer is connected at Init, whatever
 	// GOARMCI_ON_DEMAND_THRESHOLD says. Ranks with different HostIDs are network peers; give
 	// every rank its own HostID for a job of network peers only.
 	//
