@@ -2,7 +2,10 @@ package rmatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +68,51 @@ func RunFabric(t *testing.T, n int, body func(ctx context.Context, t testing.TB,
 		cfg.HostID = fmt.Sprintf("%s/%s/n%d", machine, fc.Name, i)
 		cfg.NetworkDevice = func() (*ibv.Context, error) { return f.Open(i) }
 	})
+}
+
+// StartFabric is Start on the in-process network ibv/fabric: it creates a fabric of n nodes
+// (cfg, with Nodes set to n and Name defaulting to "rma"), runs body on n ranks, one per node,
+// each with its own rma.Runtime whose network device is its node's (rma.Config.NetworkDevice;
+// every peer a network peer, no hybridft manager, every peer connected at Init), finalizes them,
+// closes the fabric and returns every rank's error joined (and the fabric's). A rank whose Init or
+// body fails closes the bootstrap group, so no other rank waits for it forever. It needs no
+// *testing.T: a command runs the same program as real processes (rma.Init(ctx, nil)) or, with
+// this, on a simulated network in one process. Inside a testing/synctest bubble it runs on
+// virtual time. Errors: fabric.New's (wrapping ibv.ErrInvalidArgument), rma.Init's, body's.
+func StartFabric(ctx context.Context, n int, cfg fabric.Config, body func(ctx context.Context, rt *rma.Runtime) error) (err error) {
+	cfg.Nodes = n
+	if cfg.Name == "" {
+		cfg.Name = "rma"
+	}
+	f, err := fabric.New(cfg)
+	if err != nil {
+		return fmt.Errorf("rmatest: fabric: %w", err)
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	g := NewGroup(n)
+	seq := jobSeq.Add(1)
+	job := fmt.Sprintf("fabric-%d-%d", os.Getpid(), seq)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportAuto,
+				HostID: fmt.Sprintf("fabric-%d/%s/n%d", seq, cfg.Name, i), Job: job,
+				NetworkDevice: func() (*ibv.Context, error) { return f.Open(i) }})
+			if err != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", i, err)
+				g.Close()
+				return
+			}
+			if errs[i] = body(ctx, rt); errs[i] != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", i, errs[i])
+				g.Close()
+			}
+			errs[i] = errors.Join(errs[i], rt.Finalize(ctx))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
