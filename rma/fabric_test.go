@@ -48,7 +48,8 @@ func fabPattern(p, q, k int) byte { return byte(p*7 + q*13 + k + 1) }
 
 // fabricJob runs on every rank: Put of a pattern into every other rank, Get of them back, an
 // accumulate of every rank into rank 0, a fetch-and-add counter at the last rank whose tickets
-// are gap-free, and barriers in a loop that pass a value around the ring.
+// are gap-free, barriers in a loop that pass a value around the ring, AllReduce and Broadcast,
+// and a mutex-guarded read-increment-write that loses no increment.
 func fabricJob(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 	n, me := rt.Size(), rt.Rank()
 	l := fabLayoutOf(n)
@@ -138,6 +139,40 @@ func fabricJob(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		got := binary.LittleEndian.Uint64(seg.Local()[l.slots+8*(i%2):])
 		require.Equal(t, uint64(i+1), got, "round %d: slot from rank %d", i, prev)
 	}
+
+	// Collectives: a sum and a max over every rank, a broadcast from the middle rank.
+	red := make([]byte, 16)
+	binary.LittleEndian.PutUint64(red, uint64(me+1))
+	binary.LittleEndian.PutUint64(red[8:], uint64(3*me))
+	require.NoError(t, rt.AllReduce(ctx, rma.AccInt64, rma.ReduceSum, red[:8]))
+	require.NoError(t, rt.AllReduce(ctx, rma.AccInt64, rma.ReduceMax, red[8:]))
+	require.Equal(t, uint64(n*(n+1)/2), binary.LittleEndian.Uint64(red), "sum")
+	require.Equal(t, uint64(3*(n-1)), binary.LittleEndian.Uint64(red[8:]), "max")
+	bc := make([]byte, 24)
+	if me == n/2 {
+		copy(bc, "broadcast from the midd")
+	}
+	require.NoError(t, rt.Broadcast(ctx, n/2, bc))
+	require.Equal(t, "broadcast from the midd", string(bc[:23]))
+
+	// A mutex at rank 0 guards a Get, increment, Put of the counter slot at rank 1: no
+	// increment is lost.
+	require.NoError(t, rt.CreateMutexes(ctx, 1))
+	require.NoError(t, rt.Lock(ctx, 0, 0))
+	var c [8]byte
+	require.NoError(t, rt.Get(ctx, seg, 1%n, l.counter, c[:]))
+	binary.LittleEndian.PutUint64(c[:], binary.LittleEndian.Uint64(c[:])+1)
+	require.NoError(t, rt.Put(ctx, c[:], seg, 1%n, l.counter))
+	require.NoError(t, rt.Unlock(ctx, 0, 0))
+	require.NoError(t, rt.Barrier(ctx))
+	if me == 1%n {
+		want := uint64(n)
+		if n == 2 { // rank 1 is also the fetch-and-add counter's rank (n-1)
+			want += uint64(n * fabTickets)
+		}
+		require.Equal(t, want, binary.LittleEndian.Uint64(seg.Local()[l.counter:]), "mutex-guarded counter")
+	}
+	require.NoError(t, rt.DestroyMutexes(ctx))
 	require.NoError(t, seg.Free(ctx))
 }
 
