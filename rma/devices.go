@@ -35,7 +35,20 @@ func (r *Runtime) openShm() error {
 // interface name, an IP or an ip:port each; default defaultRail()). Every peer reached through
 // the network gets one RC connection per rail, the subchannels of its multirail channel ([Vishnu07]
 // §4.1.1).
+//
+// With Config.NetworkDevice set it opens that device instead, without fault tolerance (see
+// Config.NetworkDevice); errors wrap ErrConfig when it returns no device.
 func (r *Runtime) openNet() error {
+	if r.cfg.NetworkDevice != nil {
+		dev, err := r.cfg.NetworkDevice()
+		if err != nil {
+			return fmt.Errorf("network device: %w", err)
+		}
+		if dev == nil {
+			return fmt.Errorf("%w: Config.NetworkDevice returned no device", ErrConfig)
+		}
+		return r.addNetwork(TransportTCP, dev, nil)
+	}
 	rails := r.cfg.Rails
 	if len(rails) == 0 {
 		rails = []string{defaultRail()}

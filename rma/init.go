@@ -90,7 +90,12 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 			r.machineRanks++
 		}
 	}
-	r.spin = spinBudget(r.machineRanks, runtime.NumCPU())
+	r.spin, r.yields = spinBudget(r.machineRanks, runtime.NumCPU()), pollYields
+	if c.NetworkDevice != nil {
+		// ranks are goroutines of one process on a simulated network (Config.NetworkDevice):
+		// a wait sleeps at once, and a bubble's virtual time advances
+		r.spin, r.yields = 0, 0
+	}
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {
 		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}

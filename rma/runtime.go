@@ -72,6 +72,27 @@ type Config struct {
 	Logger *zerolog.Logger
 	// StartupTimeout bounds Init's waits (default 60 s or GOARMCI_STARTUP_TIMEOUT).
 	StartupTimeout time.Duration
+	// NetworkDevice, when set, opens the device this rank reaches its network peers through,
+	// instead of the tcp provider on Rails (for tests and simulations: ibv/fabric's Fabric.Open
+	// of the rank's node, so a job of many ranks runs in one process, inside a testing/synctest
+	// bubble on virtual time). The device's ports are the rails, one RC connection per port and
+	// peer (Rails is ignored). Init calls it once, after the host exchange, on every rank when
+	// any rank of the job has network peers; the runtime owns the device from then on and closes it at Finalize (or
+	// when Init fails). An error it returns fails Init, wrapped.
+	//
+	// With a given device the runtime runs without the hybridft manager, as GOARMCI_FT=false
+	// does: the runtime opens the manager's UD connection manager on real UDP sockets (one per
+	// rail), which cannot run inside a synctest bubble (running it on the given device instead,
+	// hybridft.Options.CMDevice, is not done yet). So there is no software recovery of broken
+	// connections [Vishnu09 §IV] (a connection that exhausts its retries fails its operations)
+	// and no on-demand connection setup: every network peer is connected at Init, whatever
+	// GOARMCI_ON_DEMAND_THRESHOLD says. Ranks with different HostIDs are network peers; give
+	// every rank its own HostID for a job of network peers only.
+	//
+	// The ranks of such a job are goroutines of one process, so the runtime's waits neither spin
+	// nor sched_yield: they back off to sleeps at once (which pass in virtual time inside a
+	// bubble; a yielding wait would keep the bubble busy and cost a system call per poll).
+	NetworkDevice func() (*ibv.Context, error)
 
 	env envDefaults
 }
@@ -106,6 +127,7 @@ type Runtime struct {
 
 	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
 	spin         int // polls a wait spins before it yields (spinBudget)
+	yields       int // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool

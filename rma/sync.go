@@ -126,7 +126,7 @@ func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe fu
 			return nil
 		}
 	}
-	for i := 0; i < pollYields; i++ {
+	for i := 0; i < r.yields; i++ {
 		if cond() {
 			return nil
 		}

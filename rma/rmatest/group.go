@@ -1,5 +1,6 @@
 // Package rmatest runs several rma ranks inside one test process: each rank is a goroutine with
-// its own Runtime, devices and connections, joined by an in-process bootstrap.
+// its own Runtime, devices and connections, joined by an in-process bootstrap; RunFabric and
+// StartFabric put one rank on each node of the simulated network ibv/fabric.
 package rmatest
 
 import (

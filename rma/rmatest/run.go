@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -22,6 +23,8 @@ type options struct {
 	hosts     func(rank int) string
 	configure func(rank int, c *rma.Config)
 	group     func(g *Group)
+	fabric    fabric.Config
+	onFabric  func(f *fabric.Fabric)
 }
 
 // Transport selects the transport between the ranks (default shm).
@@ -55,6 +58,19 @@ func Run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *r
 	for _, f := range opts {
 		f(&o)
 	}
+	run(t, n, body, &o, func(i int, cfg *rma.Config) {
+		cfg.Transport = o.transport
+		cfg.HostID = "rmatest"
+		if o.hosts != nil {
+			cfg.HostID = o.hosts(i)
+		}
+	})
+}
+
+// run is Run and RunFabric: base fills in each rank's configuration (its Bootstrap and Job are
+// set), then o.configure changes it.
+func run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *rma.Runtime), o *options, base func(i int, cfg *rma.Config)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	g := NewGroup(n)
@@ -76,11 +92,8 @@ func Run(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *r
 					g.Close()
 				}
 			}()
-			host := "rmatest"
-			if o.hosts != nil {
-				host = o.hosts(i)
-			}
-			cfg := &rma.Config{Bootstrap: g.Member(i), Transport: o.transport, HostID: host, Job: job}
+			cfg := &rma.Config{Bootstrap: g.Member(i), Job: job}
+			base(i, cfg)
 			if o.configure != nil {
 				o.configure(i, cfg)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -50,4 +51,28 @@ func TestUnsuccessfulExitStatus(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	assert.Equal(t, 2, run(context.Background(), []string{"-niter", "-1"}, &out, &errb))
+}
+
+// -sim 16: the same program on 16 ranks of this process over the simulated network ibv/fabric,
+// under testing/synctest (virtual time); the report is the real job's.
+func TestSimClassS(t *testing.T) {
+	if raceEnabled {
+		t.Skip("full class S under the race detector; cgga's TestRunClassSFabric covers the fabric path")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"-class", "S", "-sim", "16"}, &out, &errb)
+		assert.Equal(t, 0, code, errb.String())
+		s := out.String()
+		for _, l := range []string{" Class = S\n", " Ranks = 16\n", " Verification = SUCCESSFUL\n",
+			" Zeta = 8.5971775078648E+00\n", "simulated fabric"} {
+			assert.Contains(t, s, l)
+		}
+	})
+}
+
+func TestSimBadRanks(t *testing.T) {
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-sim", "-1"}, &out, &errb))
+	assert.Contains(t, errb.String(), "-sim -1")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,5 +97,33 @@ func TestRunTwoNodes(t *testing.T) {
 		rmatest.Hosts(func(rank int) string { return fmt.Sprintf("node%d", rank/2) }))
 	for r, res := range results {
 		assert.InEpsilon(t, serial.Zeta, res.Zeta, 1e-12, "rank %d", r)
+	}
+}
+
+// Class S verifies on 16 ranks on the in-process fabric (ibv/fabric), one rank per node, every
+// peer a network peer, under testing/synctest (virtual time): the same Run as on real processes.
+// Under the race detector three outer iterations (zeta equal to the serial run's).
+func TestRunClassSFabric(t *testing.T) {
+	p, _ := cg.ParamsFor(npb.ClassS)
+	if raceEnabled {
+		p.NIter = 3
+	}
+	serial, err := cg.Serial(p, nil)
+	require.NoError(t, err)
+	require.Equal(t, !raceEnabled, serial.Verified)
+	const n = 16
+	results := make([]cg.Result, n)
+	synctest.Test(t, func(t *testing.T) {
+		rmatest.RunFabric(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+			res, err := Run(ctx, rt, p, nil)
+			require.NoError(tb, err)
+			results[rt.Rank()] = res
+		})
+	})
+	for r, res := range results {
+		assert.Equal(t, serial.Verified, res.Verified, "rank %d zeta %.13E", r, res.Zeta)
+		assert.Equal(t, results[0].Zeta, res.Zeta, "rank %d", r)
+		assert.InEpsilon(t, serial.Zeta, res.Zeta, 1e-12)
+		assert.Equal(t, serial.NNZ, res.NNZ, "nonzeros summed over ranks")
 	}
 }

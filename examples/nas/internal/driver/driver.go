@@ -1,5 +1,6 @@
 // Package driver is the command-line shell every NAS kernel of this tree shares: flags (-class,
-// -serial, the kernel's own), the serial reference or the Global Arrays run under rma.Init, the
+// -serial, -sim, the kernel's own), the serial reference, the Global Arrays run under rma.Init or
+// on N ranks of this process over the simulated network ibv/fabric (-sim N), the
 // NPB header and report on rank 0 (before Finalize's barrier, so no launcher stops rank 0 before
 // its report is out), and NPB's exit statuses: 0 verified, 1 verification failed, 2 usage or
 // runtime error.
@@ -13,10 +14,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
+	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // Kernel is one kernel's part: Flags registers its own flags on fs and returns the function that
@@ -56,6 +60,7 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 	class := fs.String("class", "S", "problem class: S, W, A or B")
 	serial := fs.Bool("serial", false, "run the serial reference kernel (no runtime, one process)")
 	cpuprofile := fs.String("cpuprofile", "", "write each rank's CPU profile of the timed kernel to `FILE`.rankN (FILE with -serial)")
+	sim := fs.Int("sim", 0, "run `N` ranks in this process on the simulated network ibv/fabric (one node each), no launcher")
 	prepare := k.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,6 +89,12 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 			return fail(err)
 		}
 		return report(stdout, out, 1)
+	}
+	if *sim < 0 {
+		return fail(fmt.Errorf("-sim %d: want a positive number of ranks", *sim))
+	}
+	if *sim > 0 {
+		return simulate(ctx, k, p, *sim, *cpuprofile, stdout, stderr)
 	}
 	rt, err := rma.Init(ctx, nil)
 	if err != nil {
@@ -121,6 +132,47 @@ func Run(ctx context.Context, k Kernel, args []string, stdout, stderr io.Writer)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: rank %d: %v\n", k.Name, rt.Rank(), err)
+		return 2
+	}
+	return code
+}
+
+// simulate runs p on n ranks of this process over ibv/fabric (rmatest.StartFabric): the same
+// Parallel as a real job's ranks, rank 0 printing the header and the report. The CPU profile, if
+// any, is the whole process's.
+func simulate(ctx context.Context, k Kernel, p Problem, n int, cpuprofile string, stdout, stderr io.Writer) int {
+	stopProfile, err := startProfile(cpuprofile)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", k.Name, err)
+		return 2
+	}
+	var mu sync.Mutex // stderr and code, written by every rank
+	code := 0
+	err = rmatest.StartFabric(ctx, n, fabric.Config{}, func(ctx context.Context, rt *rma.Runtime) error {
+		var log io.Writer
+		if rt.Rank() == 0 {
+			log = stdout
+			p.Header(stdout, rt.Size(), "Global Arrays, simulated fabric")
+		}
+		out, err := p.Parallel(ctx, rt, log)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if rt.Rank() == 0 {
+			code = max(code, report(stdout, out, rt.Size()))
+		} else if !out.Verified() {
+			code = max(code, 1)
+			for _, f := range out.Failures() {
+				fmt.Fprintf(stderr, "%s: rank %d: %s\n", k.Name, rt.Rank(), f)
+			}
+		}
+		return nil
+	})
+	stopProfile()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", k.Name, err)
 		return 2
 	}
 	return code
