@@ -93,11 +93,11 @@ func (n *odNode) acceptCalls(peer uint32) [][]*Conn {
 func (n *odNode) peerState(peer uint32) (odRole, []*Conn) {
 	n.d.mu.Lock()
 	defer n.d.mu.Unlock()
-	p := n.d.peers[peer]
-	if p == nil {
+	p, l := n.d.core.peers[peer], n.d.links[peer]
+	if p == nil || l == nil {
 		return 0, nil
 	}
-	return p.role, append([]*Conn(nil), p.conns...)
+	return p.role, append([]*Conn(nil), l.conns...)
 }
 
 // qps is the number of RC queue pairs alive on the node's device.
@@ -367,7 +367,7 @@ func TestOnDemandWrongJobOrDst(t *testing.T) {
 		"3 REQs of each were ignored")
 	require.Zero(t, b.qps())
 	b.d.mu.Lock()
-	require.Empty(t, b.d.peers)
+	require.Empty(t, b.d.core.peers)
 	b.d.mu.Unlock()
 	require.Empty(t, b.acceptCalls(1))
 	require.Empty(t, b.acceptCalls(5))
@@ -391,7 +391,7 @@ func TestOnDemandRejected(t *testing.T) {
 	go func() { _, err := a.d.Dial(context.Background(), b.id, b.d.Addr()); errc <- err }()
 	require.Eventually(t, func() bool { r, _ := a.peerState(b.id); return r == odDialing }, 30*time.Second, time.Millisecond)
 	a.d.mu.Lock()
-	nonce := a.d.peers[b.id].nonce
+	nonce := a.d.core.peers[b.id].nonce
 	a.d.mu.Unlock()
 	// a stale REJ (wrong nonce) is ignored, the right one fails the attempt
 	for _, n := range []uint32{nonce + 2, nonce} {
@@ -571,7 +571,7 @@ func TestOnDemandDuplicatesAfterEstablished(t *testing.T) {
 	ca := a.dial(t, b)
 	cb := b.dial(t, a)
 	a.d.mu.Lock()
-	nonce := a.d.peers[b.id].nonce
+	nonce := a.d.core.peers[b.id].nonce
 	pl, err := a.d.payload(ca)
 	a.d.mu.Unlock()
 	require.NoError(t, err)
@@ -710,7 +710,7 @@ func TestOnDemandNilAccept(t *testing.T) {
 			require.Eventually(t, func() bool {
 				d.mu.Lock()
 				defer d.mu.Unlock()
-				p := d.peers[b.id]
+				p := d.core.peers[b.id]
 				return p != nil && p.role == odDone
 			}, 30*time.Second, time.Millisecond)
 			require.Equal(t, 2, a.qps())
@@ -739,7 +739,7 @@ func TestOnDemandRejectPaths(t *testing.T) {
 	nonceOf := func(n *odNode, peer uint32) uint32 {
 		n.d.mu.Lock()
 		defer n.d.mu.Unlock()
-		return n.d.peers[peer].nonce
+		return n.d.core.peers[peer].nonce
 	}
 	for _, accepted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("accepted=%v", accepted), func(t *testing.T) {
@@ -800,7 +800,7 @@ func TestOnDemandStaleREP(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d2.Close()) })
 	b.d.mu.Lock()
-	b.d.peers[a.id].resends = 0 // b's idle REP resends may have run out while the test was descheduled
+	b.d.core.peers[a.id].resends = 0 // b's idle REP resends may have run out while the test was descheduled
 	b.d.mu.Unlock()
 	// b's REP resends reach d2, which rejects them
 	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
@@ -921,7 +921,7 @@ func TestOnDemandSparse(t *testing.T) {
 		}
 		require.Equal(t, want, nd.qps(), "node %d", i)
 		nd.d.mu.Lock()
-		require.Len(t, nd.d.peers, want/rails, "node %d: per-peer state", i)
+		require.Len(t, nd.d.core.peers, want/rails, "node %d: per-peer state", i)
 		nd.d.mu.Unlock()
 	}
 }
@@ -949,9 +949,10 @@ func BenchmarkOnDemandDial(b *testing.B) {
 	x, y := open(1), open(2)
 	forget := func(d *OnDemand, peer uint32) {
 		d.mu.Lock()
-		if p := d.peers[peer]; p != nil {
-			closeConns(p.conns)
-			delete(d.peers, peer)
+		if l := d.links[peer]; l != nil {
+			closeConns(l.conns)
+			delete(d.links, peer)
+			delete(d.core.peers, peer)
 		}
 		d.mu.Unlock()
 	}
