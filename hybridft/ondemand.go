@@ -409,16 +409,6 @@ func unmarshalODAddr(b []byte) (odAddr, error) {
 	return a, nil
 }
 
-// payload is the Payload of our CONN_REQ/CONN_REP (marshalODPayload of our address and our
-// queue pairs' ConnInfos).
-func (d *OnDemand) payload(conns []*Conn) ([]byte, error) {
-	infos := make([]ConnInfo, len(conns))
-	for i, c := range conns {
-		infos[i] = c.Local()
-	}
-	return marshalODPayload(d.addr, infos)
-}
-
 // Flags of a rail's ConnInfo in the payload: its device paths, or its CM addresses and queue
 // pair number, are those of rail 0 and left out (the rails of one device share them, so the
 // payload grows linearly with the rail count, not quadratically).

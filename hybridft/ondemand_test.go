@@ -247,16 +247,14 @@ func TestOnDemandSimultaneousDial(t *testing.T) {
 	}
 }
 
-// Lost CM datagrams: whichever message of the exchange is lost (and how often), the resend
-// timers and the cached answers complete it with one queue pair per rail.
+// Lost CM datagrams, end to end: one of each message of the exchange is lost; the resend
+// timers and the cached answers complete it with one queue pair per rail. (Each loss, its
+// repetitions and duplicates are scripted against the core in TestODCoreScripts.)
 func TestOnDemandLostMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		atA, atB map[udcm.Type]int // how many of each type to drop on arrival
 	}{
-		{name: "REQ", atB: map[udcm.Type]int{udcm.ConnREQ: 3}},
-		{name: "REP", atA: map[udcm.Type]int{udcm.ConnREP: 2}},
-		{name: "RTU", atB: map[udcm.Type]int{udcm.ConnRTU: 2}},
 		{name: "all", atA: map[udcm.Type]int{udcm.ConnREP: 1}, atB: map[udcm.Type]int{udcm.ConnREQ: 1, udcm.ConnRTU: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,40 +343,6 @@ func TestOnDemandCancelResume(t *testing.T) {
 			transfer(t, a, b, ca[0], 0, 60)
 		})
 	}
-}
-
-// Messages of another job or for another process are ignored: no state, no queue pair.
-func TestOnDemandWrongJobOrDst(t *testing.T) {
-	testutil.CheckGoroutines(t)
-	b := newODNodeJob(t, 2, odJob, 1)
-	other := newODNodeJob(t, 1, odJob+1, 1) // another job
-	stranger := newODNode(t, 5, 1)          // right job, but dials b under the wrong id
-	try := func(n *odNode, peer uint32) {
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { _, err := n.d.Dial(ctx, peer, b.d.Addr()); errc <- err }()
-		require.Eventually(t, func() bool { return n.d.Stats().Resent >= 2 }, 30*time.Second, time.Millisecond)
-		cancel()
-		require.ErrorIs(t, <-errc, context.Canceled)
-	}
-	try(other, b.id)
-	try(stranger, 9)
-	require.Eventually(t, func() bool { return b.d.Stats().Ignored >= 6 }, 30*time.Second, time.Millisecond,
-		"3 REQs of each were ignored")
-	require.Zero(t, b.qps())
-	b.d.mu.Lock()
-	require.Empty(t, b.d.core.peers)
-	b.d.mu.Unlock()
-	require.Empty(t, b.acceptCalls(1))
-	require.Empty(t, b.acceptCalls(5))
-
-	// a REQ without rails is rejected at once
-	pl, err := marshalODPayload(stranger.d.addr, nil)
-	require.NoError(t, err)
-	req := udcm.Msg{Type: udcm.ConnREQ, Src: uint64(stranger.id), Dst: uint64(b.id), Seq: odJob, Inc: 3, Payload: pl}
-	require.NoError(t, stranger.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
-	require.Eventually(t, func() bool { return b.d.Stats().Rejected == 1 }, 30*time.Second, time.Millisecond)
-	require.Zero(t, b.qps())
 }
 
 // A CONN_REJ with the attempt's nonce fails the Dial with ErrRejected and closes its queue
@@ -560,39 +524,6 @@ func FuzzOnDemandPayload(f *testing.F) {
 			require.ErrorIs(t, err, ErrMalformed)
 		}
 	})
-}
-
-// After the connection is established, a resent CONN_REQ of the same attempt is answered from
-// the cache (its CONN_REP, which the dialer answers with its RTU) and a REQ of another attempt
-// is stale: nothing new is created on either side.
-func TestOnDemandDuplicatesAfterEstablished(t *testing.T) {
-	testutil.CheckGoroutines(t)
-	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
-	ca := a.dial(t, b)
-	cb := b.dial(t, a)
-	a.d.mu.Lock()
-	nonce := a.d.core.peers[b.id].nonce
-	pl, err := a.d.payload(ca)
-	a.d.mu.Unlock()
-	require.NoError(t, err)
-	// rail copies of a message within Resend/2 of a side's last send are not answered: let the
-	// exchange's own messages age past that
-	time.Sleep(2 * testOptions().Resend)
-	sa0, sb0 := a.d.Stats(), b.d.Stats()
-	req := udcm.Msg{Type: udcm.ConnREQ, Src: uint64(a.id), Dst: uint64(b.id), Seq: odJob, Inc: nonce, Payload: pl}
-	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
-	require.Eventually(t, func() bool { return b.d.Stats().Duplicates > sb0.Duplicates }, 30*time.Second, time.Millisecond,
-		"b answers the duplicate REQ")
-	require.Eventually(t, func() bool { return a.d.Stats().Duplicates > sa0.Duplicates }, 30*time.Second, time.Millisecond,
-		"a answers the duplicate REP")
-	req.Inc = nonce + 2
-	require.NoError(t, a.m.CM().Send(b.m.CM().Addrs(), b.m.CM().QPN(), &req))
-	require.Eventually(t, func() bool { return b.d.Stats().Ignored > sb0.Ignored }, 30*time.Second, time.Millisecond,
-		"b ignores a stale REQ")
-	require.Equal(t, 2, a.qps())
-	require.Equal(t, 2, b.qps())
-	requirePaired(t, a, b, ca, cb, 2)
-	transfer(t, a, b, ca[0], 0, 90)
 }
 
 // A 6-process mesh on ibv/fabric under testing/synctest with 20% loss on every link (the CM's
