@@ -3,6 +3,7 @@ package hybridft
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,10 +269,14 @@ func TestODCoreScripts(t *testing.T) {
 				{200 * ms, evDial(b, 11), []odAction{aCreate(b, 2, nil)}},
 				{200 * ms, evCreated(b, a, 2, 2), []odAction{aSend(b, odtREQ(a, b, 11, 2, 2))}},
 				{210 * ms, evMsg(odtREP(b, a, 7, 2, 1)), []odAction{aSend(b, odtREJ(a, b, 7, udcm.RejStale))}}, // late REP of the failed one
-				{220 * ms, evMsg(odtREP(b, a, 11, 2, 3)), []odAction{aConnect(b, odtInfos(b, 2, 3))}},
-				{220 * ms, evConnected(b, nil), []odAction{aSend(b, odtRTU(a, b, 11)), aEstablished(b, true)}},
+				{215 * ms, evUnwait(b, 1), nil},                                                                // the first Dial leaves late: the new attempt's waiter still counts
+				{250 * ms, evTick, []odAction{aSend(b, odtREQ(a, b, 11, 2, 2))}},
+				{260 * ms, evMsg(odtREP(b, a, 11, 2, 3)), []odAction{aConnect(b, odtInfos(b, 2, 3))}},
+				{260 * ms, evConnected(b, nil), []odAction{aSend(b, odtRTU(a, b, 11)), aEstablished(b, true)}},
+				{270 * ms, evConnected(b, nil), nil}, // a result nobody waits for
+				{270 * ms, evCreated(b, a, 2, 4), nil},
 			}),
-			stats: OnDemandStats{Dialed: 1, Rejected: 2, Ignored: 2}, role: map[uint32]odRole{b: odDone},
+			stats: OnDemandStats{Dialed: 1, Rejected: 2, Ignored: 2, Resent: 1}, role: map[uint32]odRole{b: odDone},
 		},
 		{
 			name: "REJ of an accepted attempt (its dialer abandoned it): the passive side closes its queue pairs", self: b,
@@ -346,6 +351,29 @@ func TestODCoreScripts(t *testing.T) {
 			stats: OnDemandStats{Rejected: 1}, role: map[uint32]odRole{a: 0},
 		},
 		{
+			name: "a REP at the passive side (its own nonce) is ignored; results for unknown peers too", self: b,
+			script: []odtStep{
+				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
+				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
+				{1 * ms, evMsg(odtREP(a, b, 7, 2, 1)), nil},
+				{1 * ms, evCreated(c, b, 2, 1), nil},
+				{1 * ms, evConnected(c, nil), nil},
+				{1 * ms, evUnwait(c, 1), nil},
+			},
+			stats: OnDemandStats{Ignored: 1}, role: map[uint32]odRole{a: odAccepting, c: 0},
+		},
+		{
+			name: "payload over udcm.MaxPayload: the dial fails; an accept is refused (REJ resources)", self: b,
+			script: []odtStep{
+				{0, evDial(c, 7), []odAction{aCreate(c, 2, nil)}},
+				{0, odEvent{Kind: odCreated, Peer: c, Local: odtHuge()}, []odAction{aClose(c), aFailed(c, udcm.ErrMalformed)}},
+				{0, evMsg(odtREQ(a, b, 5, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
+				{0, odEvent{Kind: odCreated, Peer: a, Local: odtHuge()}, []odAction{aSend(a, odtREJ(b, a, 5, udcm.RejResources)),
+					aClose(a), aFailed(a, udcm.ErrMalformed)}},
+			},
+			stats: OnDemandStats{Rejected: 1}, role: map[uint32]odRole{a: 0, c: 0},
+		},
+		{
 			name: "bad REQs: undecodable (ignored), without rails (REJ malformed, no state)", self: b,
 			script: []odtStep{
 				{0, evMsg(odtMsg(udcm.ConnREQ, a, b, 7, []byte{9})), nil},
@@ -403,6 +431,15 @@ func TestODCoreScripts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// odtHuge are ConnInfos whose payload exceeds udcm.MaxPayload.
+func odtHuge() []ConnInfo {
+	cs := odtInfos(2, 16, 9)
+	for i := range cs {
+		cs[i].Addr = strings.Repeat("x", 250)
+	}
+	return cs
 }
 
 // requireODActions compares actions exactly, errors by errors.Is.

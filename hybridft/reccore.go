@@ -131,6 +131,18 @@ func newRecCore(id uint64, resend, probe time.Duration) recCore {
 	return recCore{id: id, resend: resend, probe: probe}
 }
 
+// Next is when the core's timer fires for a connection in state st (zero: none): the resend
+// of the pending REQ or REP, else the retry of a failed connection's recovery.
+func (c *recCore) Next(st connState) time.Time {
+	switch {
+	case c.phase != phIdle:
+		return c.lastSend.Add(c.resend)
+	case st == stFailed && c.op == opNone:
+		return c.retryAt
+	}
+	return time.Time{}
+}
+
 // Step applies ev at time now and returns the actions to execute, in order.
 func (c *recCore) Step(ev recEvent, now time.Time) []recAction {
 	var out []recAction

@@ -368,3 +368,19 @@ func TestRecCoreCopiesMessages(t *testing.T) {
 	acts = c.Step(rRecycled(true), rctT0)
 	require.Equal(t, uint32(rctPSNA), acts[0].RQPSN)
 }
+
+// The timer deadline: the pending message's resend, else a failed connection's retry.
+func TestRecCoreNext(t *testing.T) {
+	c := newRecCore(rctA, rctResend, rctProbe)
+	require.True(t, c.Next(stNormal).IsZero())
+	require.Equal(t, time.Time{}, c.Next(stFailed), "a failed connection retries at once")
+	c.Step(rStart(stFailed), rctT0)
+	c.Step(rChosen(0, false, 0, rctPSNA, 0, 0), rctT0)
+	require.Equal(t, rctT0.Add(rctProbe), c.Next(stFailed), "no path: probe")
+	for _, s := range rctInitiate(rctProbe, 1, 1) {
+		c.Step(s.ev, rctT0.Add(s.at))
+	}
+	require.Equal(t, rctT0.Add(rctProbe+rctResend), c.Next(stFailed), "REQ resend")
+	c.Step(rTick(stFailed), rctT0.Add(rctProbe+rctResend))
+	require.Equal(t, rctT0.Add(rctProbe+2*rctResend), c.Next(stFailed))
+}

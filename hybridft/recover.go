@@ -159,13 +159,6 @@ func (m *Manager) send(c *Conn, msg *udcm.Msg) {
 	}
 }
 
-// startRecovery begins a re-establishment as initiator (A) if c has failed and none is under way.
-func (m *Manager) startRecovery(c *Conn, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m.recStep(c, recEvent{Kind: recStart}, now)
-}
-
 func (m *Manager) handleMsg(msg *udcm.Msg, now time.Time) {
 	m.mu.Lock()
 	c := m.conns[msg.Dst]
