@@ -67,6 +67,11 @@ const odIdleResends = 16
 // a later Dial resumes the same attempt. Connections are never torn down by the protocol: a
 // process that re-opens its OnDemand (new attempt nonces) cannot re-dial a peer that still holds
 // a connection to it (its REQs are stale there).
+//
+// The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
+// its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
+// around the core, creates, connects and closes the queue pairs, sends on the CM, runs accept
+// and wakes the Dials.
 type OnDemand struct {
 	m      *Manager
 	eps    []*Endpoint
