@@ -785,6 +785,12 @@ func TestOnDemandFailover(t *testing.T) {
 			cl.waitAll(t, n)
 			requireAllOK(t, cl)
 			require.Equal(t, a.buf, b.buf, "data at the target")
+			// the manager handles the path migration event asynchronously: the writes may all
+			// complete on the migrated path before it counts the migration and updates the port
+			require.Eventually(t, func() bool {
+				s := ca[0].Stats()
+				return s.PathMigrations+s.Recoveries > 0 && ca[0].Port() == 2
+			}, 30*time.Second, time.Millisecond, "rail 1's queue pair moved")
 			s := ca[0].Stats()
 			if useAPM {
 				// APM moves it, once; only when the port error finds the alternate not ARMED at that
