@@ -362,9 +362,15 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 			c.mu.Unlock()
 		}
 	case ibv.EventQPFatal:
+		// The event comes after the queue pair entered ERROR ([IBA] QP states) and is handled
+		// after the failed completions of the same fault, which may have started a recovery that
+		// has recycled and re-established the queue pair since: then the event is stale and
+		// failing the working connection again would run a spurious recovery.
 		if c := ds.lookup(ev.QPNum); c != nil {
 			c.mu.Lock()
-			c.failLocked(true)
+			if c.qp.State() == ibv.StateError {
+				c.failLocked(true)
+			}
 			c.mu.Unlock()
 		}
 	case ibv.EventPortErr:
