@@ -242,6 +242,7 @@ func (ep *Endpoint) NewConn() (*Conn, error) {
 	m := ep.ft.m
 	c.ft, c.m = ep.ft, m
 	c.id = rand.Uint64() | 1
+	c.rec.recCore = newRecCore(c.id, m.opts.Resend, m.opts.Probe)
 	c.drv, _ = qp.Driver().(recoveryDriver)
 	c.log.init(qp.Cap().MaxSendWR)
 	c.home = apm.Path{Port: ep.Port}

@@ -362,9 +362,15 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 			c.mu.Unlock()
 		}
 	case ibv.EventQPFatal:
+		// The event comes after the queue pair entered ERROR ([IBA] QP states) and is handled
+		// after the failed completions of the same fault, which may have started a recovery that
+		// has recycled and re-established the queue pair since: then the event is stale and
+		// failing the working connection again would run a spurious recovery.
 		if c := ds.lookup(ev.QPNum); c != nil {
 			c.mu.Lock()
-			c.failLocked(true)
+			if c.qp.State() == ibv.StateError {
+				c.failLocked(true)
+			}
 			c.mu.Unlock()
 		}
 	case ibv.EventPortErr:
@@ -383,38 +389,33 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 // check runs what a kick asks: recovery of a failed connection, or arming a connected one.
 func (m *Manager) check(c *Conn, now time.Time) {
 	c.mu.Lock()
-	st, phase := c.state, c.rec.phase
+	st := c.state
+	if st == stFailed {
+		m.recStep(c, recEvent{Kind: recStart}, now)
+	}
 	c.mu.Unlock()
-	switch {
-	case st == stFailed && phase == phIdle:
-		m.startRecovery(c, now)
-	case st == stNormal:
+	if st == stNormal {
 		m.armAlt(c, now)
 	}
 }
 
-// tick runs a connection's timers.
+// tick runs a connection's timers: the partition timeout, the recovery core's resends and
+// retries, else APM's.
 func (m *Manager) tick(c *Conn, now time.Time) {
 	c.mu.Lock()
-	st, phase := c.state, c.rec.phase
+	st := c.state
 	if st == stFailed || st == stReady {
 		if to := m.opts.PartitionTimeout; to > 0 && !c.outageSince.IsZero() && now.Sub(c.outageSince) > to {
 			m.log.Warn().Uint64("conn", c.id).Msg("hybridft: no path to the peer within the partition timeout")
 			c.giveUpLocked(ErrPartition)
-			c.rec.phase = phIdle
+			m.recStep(c, recEvent{Kind: recAbort}, now)
 			c.mu.Unlock()
 			return
 		}
 	}
-	resend := phase != phIdle && now.Sub(c.rec.lastSend) >= m.opts.Resend
-	retry := st == stFailed && phase == phIdle && !now.Before(c.rec.retryAt)
+	acted := m.recStep(c, recEvent{Kind: recTick}, now)
 	c.mu.Unlock()
-	switch {
-	case resend:
-		m.resend(c, now)
-	case retry:
-		m.startRecovery(c, now)
-	case st == stNormal:
+	if !acted && st == stNormal {
 		m.apmTick(c, now)
 	}
 }

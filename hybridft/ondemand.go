@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goarmci/goarmci/hybridft/udcm"
@@ -26,10 +24,10 @@ var ErrRejected = errors.New("hybridft: connection rejected by the peer")
 const odIdleResends = 16
 
 // OnDemand creates RC connections the first time a peer is used, over the Manager's UD connection
-// manager (seed 003 §IV.B.2: the out-of-band UD queue pair created at initialization, one per
+// manager ([Vishnu09 §IV.B.2]: the out-of-band UD queue pair created at initialization, one per
 // process, whose resources do not grow with the job size). Nothing per peer exists until a peer
 // is dialed: a process that talks to a few of N peers holds a few queue pairs, not N (the
-// memory argument of seed 004, "RC connections aren't scalable ... on demand connection setup").
+// memory argument of [Sridhar08], "RC connections aren't scalable ... on demand connection setup").
 // The connections are ordinary Conns of their endpoints: on fault-tolerant endpoints APM and the
 // software recovery protect them as they do eagerly connected ones.
 //
@@ -69,46 +67,33 @@ const odIdleResends = 16
 // a later Dial resumes the same attempt. Connections are never torn down by the protocol: a
 // process that re-opens its OnDemand (new attempt nonces) cannot re-dial a peer that still holds
 // a connection to it (its REQs are stale there).
+//
+// The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
+// its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
+// around the core, creates, connects and closes the queue pairs, sends on the CM, runs accept
+// and wakes the Dials.
 type OnDemand struct {
-	m         *Manager
-	eps       []*Endpoint
-	self, job uint32
-	accept    func(peer uint32, conns []*Conn)
-	addr      []byte // Addr()
+	m      *Manager
+	eps    []*Endpoint
+	self   uint32
+	accept func(peer uint32, conns []*Conn)
+	addr   []byte // Addr()
 
-	mu      sync.Mutex
-	peers   map[uint32]*odPeer // every peer dialed or accepted
-	pending map[uint32]*odPeer // those not established yet (timers)
-	closed  bool
-	drop    func(*udcm.Msg) bool // tests: drop this incoming message
-
-	stats struct{ dialed, accepted, superseded, resent, dups, ignored, rejected atomic.Int64 }
+	mu    sync.Mutex
+	core  *odCore              // the protocol (odcore.go)
+	links map[uint32]*odLink   // the driver's side of each of core's peers
+	drop  func(*udcm.Msg) bool // tests: drop this incoming message
 }
 
-type odRole uint8
-
-const (
-	odDialing   odRole = iota + 1 // our CONN_REQ is out, our queue pairs in INIT
-	odAccepting                   // their CONN_REQ accepted, our CONN_REP out, awaiting CONN_RTU
-	odDone                        // established
-)
-
-// odPeer is the connection state of one peer.
-type odPeer struct {
-	id       uint32
-	role     odRole
-	dialer   bool   // established by our Dial (else accepted)
-	nonce    uint32 // the dialer's attempt
-	conns    []*Conn
-	to       []string // the peer's CM addresses
-	toQPN    uint32
-	msg      udcm.Msg // to resend: CONN_REQ (dialing), CONN_REP (accepting, accepted), CONN_RTU (dialed)
-	lastSend time.Time
-	resends  int
-	waiters  int
-	handed   bool          // the consumer got the connections (accept, Dial or Connected)
-	done     chan struct{} // closed when established (after accept returned) or failed
-	err      error
+// odLink is what the driver holds for one of the core's peers: the queue pairs and the Dials'
+// rendezvous.
+type odLink struct {
+	peer   uint32
+	gen    uint64 // the core's odPeer.gen
+	conns  []*Conn
+	handed bool          // the consumer got the connections (accept, Dial or Connected)
+	done   chan struct{} // closed when established (after accept returned) or failed
+	err    error
 }
 
 // OnDemandStats counts an OnDemand's protocol events.
@@ -141,9 +126,9 @@ func (m *Manager) OnDemand(eps []*Endpoint, self, job uint32, accept func(peer u
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	d := &OnDemand{m: m, eps: append([]*Endpoint(nil), eps...), self: self, job: job, accept: accept,
-		peers: map[uint32]*odPeer{}, pending: map[uint32]*odPeer{}}
+	d := &OnDemand{m: m, eps: append([]*Endpoint(nil), eps...), self: self, accept: accept, links: map[uint32]*odLink{}}
 	d.addr = marshalODAddr(uint8(len(eps)), m.cm.QPN(), m.cm.Addrs())
+	d.core = newODCore(self, job, len(eps), d.addr, m.opts.Resend)
 	if !m.od.CompareAndSwap(nil, d) {
 		return nil, fmt.Errorf("hybridft: on-demand: %w: the manager has one already", ibv.ErrBusy)
 	}
@@ -157,9 +142,9 @@ func (d *OnDemand) Addr() []byte { return append([]byte(nil), d.addr...) }
 
 // Stats returns the protocol counters.
 func (d *OnDemand) Stats() OnDemandStats {
-	s := &d.stats
-	return OnDemandStats{Dialed: s.dialed.Load(), Accepted: s.accepted.Load(), Superseded: s.superseded.Load(),
-		Resent: s.resent.Load(), Duplicates: s.dups.Load(), Ignored: s.ignored.Load(), Rejected: s.rejected.Load()}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.core.stats
 }
 
 // Dial returns the connections to peer (one per rail, rail i on eps[i]), creating them on first
@@ -175,31 +160,36 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		return nil, fmt.Errorf("hybridft: dial: %w: peer %d is this process", ibv.ErrInvalidArgument, peer)
 	}
 	d.mu.Lock()
-	if d.closed {
+	if d.core.closed {
 		d.mu.Unlock()
 		return nil, ErrClosed
 	}
-	now := time.Now()
-	p := d.peers[peer]
-	switch {
-	case p == nil:
+	ev := odEvent{Kind: odDial, Peer: peer, Nonce: rand.Uint32() | 1}
+	if d.core.peers[peer] == nil {
 		a, err := unmarshalODAddr(addr)
 		if err != nil {
 			d.mu.Unlock()
 			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, err)
 		}
-		if p, err = d.startDial(peer, a, now); err != nil {
-			d.mu.Unlock()
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, err)
-		}
-	case p.role == odDialing && p.waiters == 0:
-		d.send(p, now) // resume an attempt nobody waited for
+		ev.Addr = a
 	}
-	p.waiters++
+	fin := d.step(ev, time.Now())
+	l := d.links[peer]
+	if l == nil || d.core.peers[peer] == nil { // creating its queue pairs failed
+		d.mu.Unlock()
+		d.finish(fin)
+		for _, f := range fin {
+			if f.err != nil {
+				return nil, f.err
+			}
+		}
+		return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+	}
 	d.mu.Unlock()
+	d.finish(fin)
 	var err error
 	select {
-	case <-p.done:
+	case <-l.done:
 	case <-ctx.Done():
 		err = fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
 	case <-d.m.ctx.Done():
@@ -207,14 +197,14 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p.waiters--
+	d.core.Step(odEvent{Kind: odUnwait, Peer: peer, Gen: l.gen}, time.Now())
 	select {
-	case <-p.done: // established or failed meanwhile: that is the answer
-		if p.err != nil {
-			return nil, p.err
+	case <-l.done: // established or failed meanwhile: that is the answer
+		if l.err != nil {
+			return nil, l.err
 		}
-		p.handed = true
-		return append([]*Conn(nil), p.conns...), nil
+		l.handed = true
+		return append([]*Conn(nil), l.conns...), nil
 	default:
 	}
 	return nil, err
@@ -225,14 +215,14 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 func (d *OnDemand) Connected(peer uint32) []*Conn {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := d.peers[peer]
-	if p == nil || p.role != odDone {
+	p, l := d.core.peers[peer], d.links[peer]
+	if p == nil || p.role != odDone || l == nil {
 		return nil
 	}
 	select {
-	case <-p.done:
-		p.handed = true
-		return append([]*Conn(nil), p.conns...)
+	case <-l.done:
+		l.handed = true
+		return append([]*Conn(nil), l.conns...)
 	default:
 		return nil
 	}
@@ -244,102 +234,112 @@ func (d *OnDemand) Connected(peer uint32) []*Conn {
 // stay. Messages that arrive later are dropped. Close the OnDemand before its Manager.
 func (d *OnDemand) Close() error {
 	d.mu.Lock()
-	if d.closed {
+	if d.core.closed {
 		d.mu.Unlock()
 		return nil
 	}
-	d.closed = true
-	var fin []*odPeer
-	for id, p := range d.pending {
-		closeConns(p.conns)
-		p.conns, p.err = nil, ErrClosed
-		delete(d.peers, id)
-		fin = append(fin, p)
-	}
-	clear(d.pending)
-	for _, p := range d.peers {
-		if p.role == odDone && !p.handed {
-			closeConns(p.conns)
-			p.conns = nil
+	fin := d.step(odEvent{Kind: odClose}, time.Now())
+	for id, l := range d.links {
+		if p := d.core.peers[id]; p != nil && p.role == odDone && !l.handed {
+			closeConns(l.conns)
+			l.conns = nil
 		}
 	}
 	d.mu.Unlock()
 	d.m.od.CompareAndSwap(d, nil)
-	for _, p := range fin {
-		close(p.done)
+	for _, l := range fin {
+		close(l.done)
 	}
 	return nil
 }
 
-// startDial creates the queue pairs of an attempt and sends its CONN_REQ (d.mu held).
-func (d *OnDemand) startDial(peer uint32, a odAddr, now time.Time) (*odPeer, error) {
-	k := min(len(d.eps), int(a.rails))
-	conns := make([]*Conn, 0, k)
-	for _, ep := range d.eps[:k] {
-		c, err := ep.NewConn()
-		if err != nil {
-			closeConns(conns)
-			return nil, err
+// step feeds ev to the core and executes its actions, feeding the results of queue pair actions
+// back (d.mu held). It returns the links whose attempt ended: the caller passes them to finish
+// after unlocking.
+func (d *OnDemand) step(ev odEvent, now time.Time) []*odLink {
+	var fin []*odLink
+	acts := d.core.Step(ev, now)
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		l := d.links[a.Peer]
+		if l == nil && a.Kind != odSend {
+			l = &odLink{peer: a.Peer, done: make(chan struct{})}
+			if p := d.core.peers[a.Peer]; p != nil {
+				l.gen = p.gen
+			}
+			d.links[a.Peer] = l
 		}
-		conns = append(conns, c)
+		var res []odAction
+		switch a.Kind {
+		case odSend:
+			if err := d.m.cm.Send(a.To, a.ToQPN, &a.Msg); err != nil {
+				d.m.log.Debug().Err(err).Uint32("peer", a.Peer).Stringer("type", a.Msg.Type).Msg("hybridft: on-demand send")
+			}
+		case odCreate:
+			conns, local, err := d.create(a.K, a.Remote)
+			l.conns = conns
+			if err != nil && a.Remote != nil {
+				d.m.log.Debug().Err(err).Uint32("peer", a.Peer).Msg("hybridft: on-demand accept")
+			}
+			res = d.core.Step(odEvent{Kind: odCreated, Peer: a.Peer, Local: local, Err: err}, now)
+		case odConnect:
+			var err error
+			for i := 0; err == nil && i < len(a.Remote); i++ {
+				err = l.conns[i].Connect(a.Remote[i])
+			}
+			if err == nil {
+				closeConns(l.conns[len(a.Remote):])
+				l.conns = l.conns[:len(a.Remote):len(a.Remote)]
+			}
+			res = d.core.Step(odEvent{Kind: odConnected, Peer: a.Peer, Err: err}, now)
+		case odCloseQPs:
+			closeConns(l.conns)
+			l.conns = nil
+		case odEstablished:
+			l.handed = d.accept != nil || a.Waited
+			fin = append(fin, l)
+		case odFailed:
+			l.conns, l.err = nil, a.Err
+			delete(d.links, a.Peer)
+			fin = append(fin, l)
+		}
+		acts = append(res, acts...)
 	}
-	pl, err := d.payload(conns)
-	if err != nil {
-		closeConns(conns)
-		return nil, err
-	}
-	nonce := rand.Uint32() | 1
-	p := &odPeer{id: peer, role: odDialing, nonce: nonce, conns: conns, to: a.cm, toQPN: a.qpn, done: make(chan struct{}),
-		msg: udcm.Msg{Type: udcm.ConnREQ, Src: uint64(d.self), Dst: uint64(peer), Seq: d.job, Inc: nonce, Payload: pl}}
-	d.peers[peer], d.pending[peer] = p, p
-	d.send(p, now)
-	return p, nil
+	return fin
 }
 
-// send (re)sends p's current message (d.mu held).
-func (d *OnDemand) send(p *odPeer, now time.Time) {
-	p.lastSend = now
-	if err := d.m.cm.Send(p.to, p.toQPN, &p.msg); err != nil {
-		d.m.log.Debug().Err(err).Uint32("peer", p.id).Stringer("type", p.msg.Type).Msg("hybridft: on-demand send")
+// create makes k queue pairs, rails 0..k-1, connecting each to remote[i] if remote is set; on an
+// error it returns those it made (the core closes them) and no ConnInfos.
+func (d *OnDemand) create(k int, remote []ConnInfo) ([]*Conn, []ConnInfo, error) {
+	conns := make([]*Conn, 0, k)
+	for i, ep := range d.eps[:k] {
+		c, err := ep.NewConn()
+		if err == nil {
+			conns = append(conns, c)
+			if remote != nil {
+				err = c.Connect(remote[i])
+			}
+		}
+		if err != nil {
+			return conns, nil, err
+		}
 	}
+	infos := make([]ConnInfo, len(conns))
+	for i, c := range conns {
+		infos[i] = c.Local()
+	}
+	return conns, infos, nil
 }
 
-// answer resends p's message in answer to a duplicate, unless it went out less than Resend/2
-// ago: the CM sends every message on every rail, so each arrives once per rail, and answering
-// each copy would multiply the messages by the rail count at every step (d.mu held).
-func (d *OnDemand) answer(p *odPeer, now time.Time, dup bool) {
-	if now.Sub(p.lastSend) < d.m.opts.Resend/2 {
-		return
+// finish runs after attempts ended (no lock held): accept on success, then wake the Dials.
+func (d *OnDemand) finish(fin []*odLink) {
+	for _, l := range fin {
+		if l.err == nil && d.accept != nil {
+			d.accept(l.peer, append([]*Conn(nil), l.conns...))
+		}
+		close(l.done)
 	}
-	if dup {
-		d.stats.dups.Add(1)
-	}
-	d.send(p, now)
-}
-
-func (d *OnDemand) reply(p *odPeer, t udcm.Type, status uint8) {
-	msg := udcm.Msg{Type: t, Status: status, Src: uint64(d.self), Dst: uint64(p.id), Seq: d.job, Inc: p.nonce}
-	if err := d.m.cm.Send(p.to, p.toQPN, &msg); err != nil {
-		d.m.log.Debug().Err(err).Uint32("peer", p.id).Stringer("type", t).Msg("hybridft: on-demand send")
-	}
-}
-
-// fail ends p's attempt with err: its queue pairs are closed, the peer forgotten (d.mu held).
-// The caller closes p.done (finish) after unlocking.
-func (d *OnDemand) fail(p *odPeer, err error) *odPeer {
-	closeConns(p.conns)
-	p.conns, p.err = nil, err
-	delete(d.peers, p.id)
-	delete(d.pending, p.id)
-	return p
-}
-
-// finish runs after an attempt ended (no lock held): accept on success, then wake the Dials.
-func (d *OnDemand) finish(p *odPeer) {
-	if p.err == nil && d.accept != nil {
-		d.accept(p.id, append([]*Conn(nil), p.conns...))
-	}
-	close(p.done)
 }
 
 // onDemandMsg hands a Conn-type message to the OnDemand (protocol goroutine).
@@ -352,174 +352,22 @@ func (m *Manager) onDemandMsg(msg *udcm.Msg, now time.Time) {
 // onDemandTick runs the OnDemand's resend timers (protocol goroutine).
 func (m *Manager) onDemandTick(now time.Time) {
 	if d := m.od.Load(); d != nil {
-		d.tick(now)
-	}
-}
-
-func (d *OnDemand) tick(now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range d.pending {
-		if now.Sub(p.lastSend) < d.m.opts.Resend {
-			continue
-		}
-		if p.role == odDialing && p.waiters > 0 || p.role == odAccepting && (p.waiters > 0 || p.resends < odIdleResends) {
-			p.resends++
-			d.stats.resent.Add(1)
-			d.send(p, now)
-		}
-	}
-}
-
-func (d *OnDemand) handle(msg *udcm.Msg, now time.Time) {
-	if msg.Seq != d.job || msg.Dst != uint64(d.self) || msg.Src > math.MaxUint32 || msg.Src == uint64(d.self) {
-		d.stats.ignored.Add(1)
-		return
-	}
-	peer := uint32(msg.Src)
-	d.mu.Lock()
-	if d.closed || d.drop != nil && d.drop(msg) {
+		d.mu.Lock()
+		fin := d.step(odEvent{Kind: odTick}, now)
 		d.mu.Unlock()
-		return
-	}
-	var fin *odPeer
-	switch msg.Type {
-	case udcm.ConnREQ:
-		fin = d.onREQ(peer, msg, now)
-	case udcm.ConnREP:
-		fin = d.onREP(peer, msg, now)
-	case udcm.ConnRTU:
-		if p := d.peers[peer]; p != nil && p.role == odAccepting && p.nonce == msg.Inc {
-			p.role = odDone
-			delete(d.pending, peer)
-			d.stats.accepted.Add(1)
-			fin = p
-		} else {
-			d.stats.ignored.Add(1) // stale, or a duplicate RTU
-		}
-	case udcm.ConnREJ:
-		if p := d.peers[peer]; p != nil && p.role != odDone && p.nonce == msg.Inc {
-			d.stats.rejected.Add(1)
-			fin = d.fail(p, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status))
-		} else {
-			d.stats.ignored.Add(1)
-		}
-	}
-	if fin != nil && fin.err == nil {
-		fin.handed = d.accept != nil || fin.waiters > 0
-	}
-	d.mu.Unlock()
-	if fin != nil {
 		d.finish(fin)
 	}
 }
 
-// onREQ is the passive side and the tie-break of simultaneous dials (d.mu held).
-func (d *OnDemand) onREQ(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
-	a, infos, err := unmarshalODPayload(msg.Payload)
-	if err != nil {
-		d.stats.ignored.Add(1) // no address to answer to
-		return nil
+func (d *OnDemand) handle(msg *udcm.Msg, now time.Time) {
+	d.mu.Lock()
+	if d.core.forUs(msg) && (d.core.closed || d.drop != nil && d.drop(msg)) {
+		d.mu.Unlock()
+		return
 	}
-	if len(infos) == 0 {
-		d.stats.rejected.Add(1)
-		d.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejMalformed)
-		return nil
-	}
-	p := d.peers[peer]
-	switch {
-	case p == nil:
-		p = &odPeer{id: peer, done: make(chan struct{})}
-		d.peers[peer] = p
-	case p.role == odDialing && d.self < peer:
-		d.answer(p, now, false) // our REQ wins: make sure the peer has it (our Dial may be gone)
-		return nil
-	case p.role == odDialing:
-		d.stats.superseded.Add(1) // theirs wins: our Dials get the accepted connections
-		closeConns(p.conns)
-		p.conns = nil
-	case p.role == odAccepting && p.nonce != msg.Inc:
-		closeConns(p.conns) // a new attempt replaces one never confirmed
-		p.conns = nil
-	case p.nonce == msg.Inc && (p.role == odAccepting || !p.dialer):
-		d.answer(p, now, true) // our REP was lost (or crossed the RTU)
-		return nil
-	default:
-		d.stats.ignored.Add(1) // stale: connected already
-		return nil
-	}
-	p.role, p.dialer, p.nonce, p.to, p.toQPN, p.resends = odAccepting, false, msg.Inc, a.cm, a.qpn, 0
-	k := min(len(infos), len(d.eps))
-	conns := make([]*Conn, 0, k)
-	for i, ep := range d.eps[:k] {
-		c, err := ep.NewConn()
-		if err == nil {
-			conns = append(conns, c)
-			err = c.Connect(infos[i])
-		}
-		if err != nil {
-			p.conns = conns
-			d.stats.rejected.Add(1)
-			d.reply(p, udcm.ConnREJ, udcm.RejResources)
-			d.m.log.Debug().Err(err).Uint32("peer", peer).Msg("hybridft: on-demand accept")
-			return d.fail(p, fmt.Errorf("hybridft: accept from %d: %w", peer, err))
-		}
-	}
-	p.conns = conns
-	pl, err := d.payload(conns)
-	if err != nil {
-		d.stats.rejected.Add(1)
-		d.reply(p, udcm.ConnREJ, udcm.RejResources)
-		return d.fail(p, fmt.Errorf("hybridft: accept from %d: %w", peer, err))
-	}
-	p.msg = udcm.Msg{Type: udcm.ConnREP, Src: uint64(d.self), Dst: uint64(peer), Seq: d.job, Inc: msg.Inc, Payload: pl}
-	d.pending[peer] = p
-	d.send(p, now)
-	return nil
-}
-
-// onREP completes our dial (d.mu held).
-func (d *OnDemand) onREP(peer uint32, msg *udcm.Msg, now time.Time) *odPeer {
-	p := d.peers[peer]
-	switch {
-	case p == nil || p.nonce != msg.Inc:
-		// a REP of an attempt we abandoned (failed, closed, an earlier OnDemand): reject it, so
-		// the peer closes the queue pairs it holds for it (a REJ only ends the attempt of its
-		// nonce, which we will never complete)
-		d.stats.ignored.Add(1)
-		if a, _, err := unmarshalODPayload(msg.Payload); err == nil {
-			d.stats.rejected.Add(1)
-			d.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejStale)
-		}
-		return nil
-	case p.role == odDone && p.dialer:
-		d.answer(p, now, true) // our RTU was lost
-		return nil
-	case p.role != odDialing:
-		d.stats.ignored.Add(1)
-		return nil
-	}
-	_, infos, err := unmarshalODPayload(msg.Payload)
-	k := min(len(infos), len(p.conns))
-	if err == nil && k == 0 {
-		err = fmt.Errorf("%w: no rails", ErrMalformed)
-	}
-	for i := 0; err == nil && i < k; i++ {
-		err = p.conns[i].Connect(infos[i])
-	}
-	if err != nil {
-		d.stats.rejected.Add(1)
-		d.reply(p, udcm.ConnREJ, udcm.RejMalformed)
-		return d.fail(p, fmt.Errorf("hybridft: dial %d: %w", peer, err))
-	}
-	closeConns(p.conns[k:])
-	p.conns = p.conns[:k:k]
-	p.role, p.dialer = odDone, true
-	delete(d.pending, peer)
-	d.stats.dialed.Add(1)
-	p.msg = udcm.Msg{Type: udcm.ConnRTU, Src: uint64(d.self), Dst: uint64(peer), Seq: d.job, Inc: p.nonce}
-	d.send(p, now)
-	return p
+	fin := d.step(odEvent{Kind: odMsg, Msg: msg}, now)
+	d.mu.Unlock()
+	d.finish(fin)
 }
 
 func closeConns(cs []*Conn) {
@@ -564,16 +412,6 @@ func unmarshalODAddr(b []byte) (odAddr, error) {
 		return odAddr{}, fmt.Errorf("%w: on-demand address of %d bytes", ErrMalformed, len(b))
 	}
 	return a, nil
-}
-
-// payload is the Payload of our CONN_REQ/CONN_REP (marshalODPayload of our address and our
-// queue pairs' ConnInfos).
-func (d *OnDemand) payload(conns []*Conn) ([]byte, error) {
-	infos := make([]ConnInfo, len(conns))
-	for i, c := range conns {
-		infos[i] = c.Local()
-	}
-	return marshalODPayload(d.addr, infos)
 }
 
 // Flags of a rail's ConnInfo in the payload: its device paths, or its CM addresses and queue

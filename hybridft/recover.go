@@ -9,46 +9,25 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// Software-IBNFT: the connection re-establishment protocol of seed 003 §IV.C (Fig. 8), run by
-// the manager's protocol goroutine over the UD connection manager.
-//
-//	A (detects the fault)                         B
-//	QP→ERROR (flushes), capture, RESET→INIT
-//	REQ{seq, port, QPN, PSN_A, record of A}  ──▶  QP→ERROR, capture, RESET→INIT→RTR→RTS(PSN_B)
-//	                                         ◀──  REP{seq, PSN_B, record of B}
-//	RTR→RTS, re-issue failed requests
-//	ACK{seq, record of A}                    ──▶  re-issue failed requests
+// Software-IBNFT: the connection re-establishment protocol of [Vishnu09 §IV.C] (Fig. 8). Its
+// handshake is the pure core recCore (reccore.go: REQ/REP/ACK, per-pair sequence IDs, resend
+// and retry timers, the tie-break of simultaneous starts); this file is its driver, run by the
+// manager's protocol goroutine over the UD connection manager: it feeds the core kicks, ticks
+// and messages and executes its actions on the queue pair ([IBA] states: ERROR to drain,
+// RESET→INIT→RTR→RTS to recycle), the path repository and the request log.
 //
 // The record of a side is its responder's state on the failed incarnation of the queue pair:
 // the expected PSN (how far it executed the peer's requests) and the atomic results it
 // executed. With it the peer re-issues each failed request exactly once (recovery.Decide): an
-// accumulate or atomic the responder had executed is completed, not repeated. REQ and REP are
-// resent on a timer until answered; a duplicate REP is answered by a new ACK; other duplicates
-// are ignored. seq, a per-pair sequence ID (§IV.D), numbers the recoveries of the connection:
-// it tells a new fault from a resent message of the previous one. When both sides start at
-// once, the lower connection ID keeps the initiator's role.
+// accumulate or atomic the responder had executed is completed, not repeated.
 
-type phase uint8
-
-const (
-	phIdle    phase = iota
-	phReqSent       // initiator, waiting for REP
-	phRepSent       // responder, waiting for ACK
-)
-
+// protoState is a connection's re-establishment state: the core and what the driver keeps.
 type protoState struct {
-	phase     phase
-	seq       uint32 // highest recovery sequence seen or used
-	port      uint8  // proposed port (initiator)
-	psn       uint32 // our first PSN on the recycled queue pair
-	lastSend  time.Time
-	retryAt   time.Time
-	captured  bool
-	capInc    uint32
-	pathFault bool // the failure was the path's (mark it in the repository)
-	giveBack  bool // a planned re-establishment to return to the home path
-	acked     uint32
-	lastMsg   udcm.Msg // the message to resend
+	recCore          // the handshake (reccore.go)
+	captured  bool   // the current incarnation's failure was captured
+	capInc    uint32 // the incarnation of the last capture
+	pathFault bool   // the failure was the path's (mark it in the repository)
+	giveBack  bool   // a planned re-establishment to return to the home path
 }
 
 func apmPorts(c *Conn, n uint8) apm.Ports {
@@ -173,61 +152,11 @@ func (m *Manager) connect(c *Conn, port, peerPort uint8, peerQPN, rqpsn, sqpsn u
 	return true
 }
 
-func (m *Manager) send(c *Conn, msg *udcm.Msg, now time.Time) {
+func (m *Manager) send(c *Conn, msg *udcm.Msg) {
 	msg.Dst, msg.Src, msg.QPN = c.remote.ID, c.id, c.qp.Num()
-	c.rec.lastSend = now
 	if err := m.cm.Send(c.remote.CM, c.remote.CMQPN, msg); err != nil {
 		m.log.Debug().Err(err).Msg("hybridft: CM send")
 	}
-}
-
-// startRecovery begins a re-establishment as initiator (A).
-func (m *Manager) startRecovery(c *Conn, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != stFailed || c.rec.phase != phIdle || !c.recoverable {
-		return
-	}
-	m.capture(c)
-	if c.rec.pathFault {
-		c.paths.Fail(c.primary.Port, now)
-		c.rec.pathFault = false
-	}
-	n := c.nports()
-	port, ok := c.paths.Choose(c.ft.portsUp(n), c.peerUp, now)
-	if c.rec.giveBack {
-		port, ok = c.home.Port, true
-		c.rec.giveBack = false
-		c.stats.giveBacks.Add(1)
-	}
-	if !ok {
-		// no path (partition): probe again later; the peer may also tell us a port is back
-		c.rec.retryAt = now.Add(m.opts.Probe)
-		c.peerUp = 1<<n - 1
-		return
-	}
-	if !m.recycle(c, port) {
-		c.rec.retryAt = now.Add(m.opts.Probe)
-		return
-	}
-	c.rec.seq++
-	c.rec.port, c.rec.psn, c.rec.phase = port, newPSN(), phReqSent
-	msg := udcm.Msg{Type: udcm.REQ, Seq: c.rec.seq, Port: port, PeerPort: port, Ports: c.ft.portsUp(n),
-		PSN: c.rec.psn, Need: c.need()}
-	c.fillRecord(&msg, c.rec.capInc)
-	c.rec.lastMsg = msg
-	m.send(c, &msg, now)
-	m.log.Debug().Uint64("conn", c.id).Uint32("seq", msg.Seq).Uint8("port", port).Msg("hybridft: REQ")
-}
-
-func (m *Manager) resend(c *Conn, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.rec.phase == phIdle {
-		return
-	}
-	msg := c.rec.lastMsg
-	m.send(c, &msg, now)
 }
 
 func (m *Manager) handleMsg(msg *udcm.Msg, now time.Time) {
@@ -239,92 +168,80 @@ func (m *Manager) handleMsg(msg *udcm.Msg, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if msg.Src != c.remote.ID || c.state == stDead || !c.recoverable {
+	if msg.Src != c.remote.ID {
 		return
 	}
-	n := c.nports()
-	switch msg.Type {
-	case udcm.REQ:
-		switch {
-		case msg.Seq < c.rec.seq:
-			return
-		case msg.Seq == c.rec.seq:
-			if c.rec.phase == phRepSent {
-				m.send(c, &c.rec.lastMsg, now) // duplicate REQ: the REP was lost
-				return
+	m.recStep(c, recEvent{Kind: recMsg, Msg: msg}, now)
+}
+
+// recStep feeds ev to c's recovery core and executes the actions, feeding the results of the
+// queue pair actions back; it reports whether the core acted (c.mu held).
+func (m *Manager) recStep(c *Conn, ev recEvent, now time.Time) bool {
+	ev.State, ev.Recoverable = c.state, c.recoverable
+	acts := c.rec.Step(ev, now)
+	acted := len(acts) > 0
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		res := recEvent{State: c.state, Recoverable: c.recoverable}
+		switch a.Kind {
+		case recSend:
+			msg := a.Msg
+			if a.Fill {
+				c.fillRecord(&msg, a.FillInc)
 			}
-			if c.rec.phase != phReqSent || c.id < msg.Src {
-				return // a duplicate of a finished exchange, or we keep the initiator's role
+			m.send(c, &msg)
+			if msg.Type == udcm.REQ {
+				m.log.Debug().Uint64("conn", c.id).Uint32("seq", msg.Seq).Uint8("port", msg.Port).Msg("hybridft: REQ")
 			}
-		}
-		c.rec.seq = msg.Seq
-		c.peerUp = msg.Ports
-		if c.state == stNormal || c.state == stReady {
-			c.state = stFailed
-			if c.outageSince.IsZero() {
-				c.outageSince = now
+			continue
+		case recCapture:
+			m.capture(c)
+			n := c.nports()
+			res.Kind, res.N, res.Need, res.CapInc, res.PSN = recCaptured, n, c.need(), c.rec.capInc, newPSN()
+			if a.Choose {
+				if c.rec.pathFault {
+					c.paths.Fail(c.primary.Port, now)
+					c.rec.pathFault = false
+				}
+				res.Port, res.PortOK = c.paths.Choose(c.ft.portsUp(n), c.peerUp, now)
+				if c.rec.giveBack {
+					res.Port, res.PortOK = c.home.Port, true
+					c.rec.giveBack = false
+					c.stats.giveBacks.Add(1)
+				}
 			}
+			res.PortsUp = c.ft.portsUp(n)
+		case recRecycle:
+			res.Kind, res.OK = recRecycled, m.recycle(c, a.Port)
+		case recConnectQP:
+			res.Kind, res.OK = recConnected, m.connect(c, a.Port, a.PeerPort, a.QPN, a.RQPSN, a.SQPSN)
+			res.PortsUp = c.ft.portsUp(c.nports())
+		case recPeerUp:
+			c.peerUp = a.Mask
+			continue
+		case recMarkFailed:
+			if c.state == stNormal || c.state == stReady {
+				c.state = stFailed
+				if c.outageSince.IsZero() {
+					c.outageSince = now
+				}
+			}
+			continue
+		case recStorePeer:
+			c.storePeerRecord(&a.Msg)
+			continue
+		case recEstablished:
+			c.inc = a.Inc
+			c.rec.captured = false
+			continue
+		case recReady:
+			m.ready(c)
+			continue
 		}
-		m.capture(c)
-		c.storePeerRecord(msg)
-		c.rec.phase = phIdle
-		port := msg.PeerPort
-		rep := udcm.Msg{Type: udcm.REP, Seq: msg.Seq, Port: port, PeerPort: msg.Port, Ports: c.ft.portsUp(n), Need: c.need()}
-		if port == 0 || port > n || msg.Port == 0 || msg.Port > n || rep.Ports&(1<<(port-1)) == 0 {
-			rep.Status = udcm.StatusPathDown
-			m.send(c, &rep, now)
-			c.rec.retryAt = now.Add(4 * m.opts.Probe) // leave the next move to the initiator
-			return
-		}
-		c.rec.psn = newPSN()
-		if !m.recycle(c, port) || !m.connect(c, port, msg.Port, msg.QPN, msg.PSN, c.rec.psn) {
-			c.rec.retryAt = now.Add(m.opts.Probe)
-			return
-		}
-		c.inc = msg.Seq
-		c.rec.captured = false
-		rep.PSN = c.rec.psn
-		c.fillRecord(&rep, msg.Need)
-		c.rec.lastMsg, c.rec.phase = rep, phRepSent
-		m.send(c, &rep, now)
-	case udcm.REP:
-		if msg.Seq != c.rec.seq {
-			return
-		}
-		if c.rec.phase == phIdle && c.rec.acked == msg.Seq {
-			ack := c.rec.lastMsg // our ACK was lost
-			m.send(c, &ack, now)
-			return
-		}
-		if c.rec.phase != phReqSent {
-			return
-		}
-		c.peerUp = msg.Ports
-		c.rec.phase = phIdle
-		if msg.Status&udcm.StatusPathDown != 0 {
-			c.rec.retryAt = now // choose another path at the next tick
-			return
-		}
-		c.storePeerRecord(msg)
-		if !m.connect(c, c.rec.port, msg.Port, msg.QPN, msg.PSN, c.rec.psn) {
-			c.rec.retryAt = now.Add(m.opts.Probe)
-			return
-		}
-		c.inc = msg.Seq
-		c.rec.captured = false
-		ack := udcm.Msg{Type: udcm.ACK, Seq: msg.Seq, Port: c.rec.port, PeerPort: msg.Port, Ports: c.ft.portsUp(n)}
-		c.fillRecord(&ack, msg.Need)
-		c.rec.lastMsg, c.rec.acked = ack, msg.Seq
-		m.send(c, &ack, now)
-		m.ready(c)
-	case udcm.ACK:
-		if msg.Seq != c.rec.seq || c.rec.phase != phRepSent {
-			return
-		}
-		c.storePeerRecord(msg)
-		c.rec.phase = phIdle
-		m.ready(c)
+		acts = append(c.rec.Step(res, now), acts...)
 	}
+	return acted
 }
 
 // ready: the queue pair is re-established; re-issue when drained (c.mu held).

@@ -620,3 +620,8 @@ func (q *qpDrv) Destroy() error {
 	q.dev.mu.Unlock()
 	return nil
 }
+
+var _ ibv.Driver = (*device)(nil)
+var _ ibv.QPDriver = (*qpDrv)(nil)
+var _ ibv.SyncPoster = (*qpDrv)(nil)
+var _ ibv.DirectMapper = (*qpDrv)(nil)

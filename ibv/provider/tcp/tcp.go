@@ -431,3 +431,12 @@ func (d *Driver) breakStreams() int {
 	}
 	return len(victims)
 }
+
+var _ ibv.Driver = (*Driver)(nil)
+var _ ibv.SRQCreator = (*Driver)(nil)
+var _ engine.Transport = (*transport)(nil)
+var _ engine.Corker = (*transport)(nil)
+var _ engine.StreamActivity = (*transport)(nil)
+var _ engine.Link = (*conn)(nil)
+var _ engine.RefReplier = (*conn)(nil)
+var _ engine.LinkCorker = (*conn)(nil)

@@ -344,3 +344,8 @@ func (d *Driver) readLoop(p *port) {
 		e.EndBatch(&b)
 	}
 }
+
+var _ ibv.Driver = (*Driver)(nil)
+var _ ibv.SRQCreator = (*Driver)(nil)
+var _ engine.Transport = (*transport)(nil)
+var _ engine.Link = (*link)(nil)
