@@ -87,7 +87,7 @@ func (ep *Endpoint) WithPort(port uint8) *Endpoint {
 func (ep *Endpoint) FaultTolerant() bool { return ep.ft != nil }
 
 // Poll takes up to len(wc) completions of the endpoint's connections: the completion filter
-// and error detection module of seed 000 §10.3.1. On a fault-tolerant endpoint, the failed
+// and error detection module of [Vishnu07 §10.3.1]. On a fault-tolerant endpoint, the failed
 // completions of requests that will be re-issued are absorbed (they complete later, once), so
 // it may return fewer completions than it took, even 0.
 func (ep *Endpoint) Poll(wc []ibv.WC) int {
@@ -271,7 +271,7 @@ func (c *Conn) QP() *ibv.QP { return c.qp }
 
 // ConnectOptions modify Connect.
 type ConnectOptions struct {
-	// PrimaryAddr, when set, replaces the peer's address on the primary path: seed 003 §V.B's
+	// PrimaryAddr, when set, replaces the peer's address on the primary path: [Vishnu09 §V.B]'s
 	// fault emulation (a wrong destination at QP setup, so every request fails, APM has nothing
 	// to migrate to and the software recovery runs; it reconnects with the true address).
 	PrimaryAddr string
@@ -452,7 +452,7 @@ func (c *Conn) failLocked(pathFault bool) {
 	c.m.kick(c)
 }
 
-// tryRepostLocked is the message re-transmission module (seed 000 §10.3.2, seed 003 §IV.C): once
+// tryRepostLocked is the message re-transmission module ([Vishnu07 §10.3.2], [Vishnu09 §IV.C]): once
 // the queue pair is re-established and every request of the failed incarnation has completed,
 // each failed request is re-issued exactly once — whole, as its unexecuted tail, or not at all
 // when the responder had executed it (recovery.Decide) — then the queued ones (c.mu held).

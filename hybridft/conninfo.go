@@ -10,7 +10,7 @@ import (
 var ErrMalformed = errors.New("hybridft: malformed connection info")
 
 // PortPath is how a peer reaches one port of a device: its provider address and base LID
-// (alternate paths of APM and recovery paths, seed 000 §9.2.1).
+// (alternate paths of APM and recovery paths, [Vishnu07 §9.2.1]).
 type PortPath struct {
 	Addr string
 	LID  uint16

@@ -1,17 +1,17 @@
 // Package hybridft is the fault-tolerant RC connection layer that multirail builds on: the
-// Hybrid-IBNFT design of seed 003 (§IV) and seed 000 ch. 9–10. A Conn is one reliable connection
+// Hybrid-IBNFT design of [Vishnu09] (§IV) and [Vishnu07 ch. 9–10]. A Conn is one reliable connection
 // to a peer over one path (one RC queue pair).
 //
 // Endpoints made by NewEndpoint are pass-through: faults surface as failed completions. Endpoints
 // made by a Manager (NewManager at initialization, Manager.NewEndpoint per device, WithPort per
 // rail) keep their connections alive across network faults:
 //
-//   - Hardware-IBNFT (package apm, seed 000 ch. 9): after Connect every queue pair gets an
+//   - Hardware-IBNFT (package apm, [Vishnu07 ch. 9]): after Connect every queue pair gets an
 //     alternate path (another rail, else other path bits) loaded with a path loading request
 //     (REARM→ARMED); the provider migrates by itself when the primary path's retries run out;
 //     the device's asynchronous event goroutine re-arms a new alternate after each migration,
 //     gives a recovered home path back by manual migration, and runs GOARMCI_APM_TEST.
-//   - Software-IBNFT (seed 003 §IV.B–C, Fig. 8): failed completions and async events (QP fatal,
+//   - Software-IBNFT [Vishnu09 §IV.B–C, Fig. 8]: failed completions and async events (QP fatal,
 //     port error) start the re-establishment protocol over the UD connection manager (package
 //     udcm): the queue pair is moved to ERROR and recycled (RESET→INIT→RTR→RTS with fresh PSNs
 //     exchanged by REQ/REP/ACK, resent on timers, duplicates ignored, per-pair sequence IDs) on
@@ -29,7 +29,7 @@
 //
 // Connections are made from ConnInfo exchanged by the consumer (Conn.Connect), or on demand:
 // Manager.OnDemand dials a peer through the same UD connection manager the first time it is
-// used (CONN_REQ/REP/RTU, seed 003 §IV.B.2; seed 004: no per-peer queue pair before that).
+// used (CONN_REQ/REP/RTU, [Vishnu09 §IV.B.2]; [Sridhar08]: no per-peer queue pair before that).
 //
 // The completion filter is Endpoint.Poll: it absorbs the failed completions of requests that
 // will be re-issued, so every work request completes exactly once.

@@ -211,7 +211,7 @@ func TestLostAcksExactlyOnce(t *testing.T) {
 	require.Positive(t, completed, "some requests were executed before the fault and completed from the record")
 }
 
-// Seed 003 §V.B's emulation: a wrong destination at QP setup, one rail, APM on but without an
+// [Vishnu09 §V.B]'s emulation: a wrong destination at QP setup, one rail, APM on but without an
 // alternate: every request fails and the software path re-establishes the connection.
 func TestWrongDestinationEmulation(t *testing.T) {
 	testutil.CheckGoroutines(t)

@@ -65,7 +65,7 @@ func OptionsFrom(c config.Config) Options {
 		AckTimeout: c.AckTimeout, RetryCount: c.RetryCount}
 }
 
-// Manager is a process's fault-tolerance module (seed 003 Fig. 5): it owns the UD connection
+// Manager is a process's fault-tolerance module [Vishnu09 Fig. 5]: it owns the UD connection
 // manager (one UD queue pair per process, created at initialization) and, per device, the
 // asynchronous event goroutine that drives APM (path loading, re-arming after a migration,
 // manual migration back to a recovered path) and early fault detection; a single protocol
@@ -281,7 +281,7 @@ func (ds *devState) portsUp(n uint8) uint32 {
 	return up
 }
 
-// eventLoop is the device's asynchronous event goroutine (seed 000 §9.3, seed 003 §IV.B.1).
+// eventLoop is the device's asynchronous event goroutine ([Vishnu07 §9.3], [Vishnu09 §IV.B.1]).
 func (m *Manager) eventLoop(ds *devState) {
 	defer m.wg.Done()
 	for {
@@ -374,7 +374,7 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 			c.mu.Unlock()
 		}
 	case ibv.EventPortErr:
-		// early detection (seed 003 §IV.B.1): a queue pair whose primary path uses the port and
+		// early detection [Vishnu09 §IV.B.1]: a queue pair whose primary path uses the port and
 		// that cannot migrate by itself is recovered now instead of after its retries
 		for _, c := range *ds.conns.Load() {
 			c.mu.Lock()
@@ -420,7 +420,7 @@ func (m *Manager) tick(c *Conn, now time.Time) {
 	}
 }
 
-// ---- Hardware-IBNFT (seed 000 ch. 9) ----
+// ---- Hardware-IBNFT [Vishnu07 ch. 9] ----
 
 func (c *Conn) nports() uint8 { return uint8(min(len(c.remote.Paths), len(c.local.Paths), 32)) }
 

@@ -839,7 +839,7 @@ func ExampleManager_OnDemand() {
 	_ = conns // one connection per rail; accept has installed them too
 }
 
-// Resources follow use, not the job size (seed 004): in a job of 5, a process that talks to one
+// Resources follow use, not the job size [Sridhar08]: in a job of 5, a process that talks to one
 // peer holds one queue pair per rail; the others hold nothing but their CM's UD queue pair.
 func TestOnDemandSparse(t *testing.T) {
 	testutil.CheckGoroutines(t)

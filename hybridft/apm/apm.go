@@ -1,4 +1,4 @@
-// Package apm is the pure core of Hardware-IBNFT (seed 000 ch. 9, seed 003 §IV.A): the alternate
+// Package apm is the pure core of Hardware-IBNFT ([Vishnu07 ch. 9], [Vishnu09 §IV.A]): the alternate
 // path specification module's choice of an alternate path, and the decision to give a recovered
 // home path back by manual migration. The driver (package hybridft) loads the chosen path with
 // a path loading request (Modify RTS→RTS, AttrAltPath, PathMigState REARM; the provider probes
@@ -8,7 +8,7 @@
 package apm
 
 // Path names a path of a queue pair: the local port (rail, 1-based) and the source path bits
-// (the LMC offset of the destination LID, seed 000 §2.2).
+// (the LMC offset of the destination LID, [Vishnu07 §2.2]).
 type Path struct {
 	Port     uint8
 	PathBits uint8
@@ -32,8 +32,8 @@ func (ps Ports) lmc(p uint8) uint8 {
 }
 
 // Alternate returns the alternate path for a queue pair whose home path is home and whose
-// primary path now is primary (seed 000 §9.2.1: the other port of the adapter when it is
-// available, else other path bits on the same port; seed 003 §IV.A: consecutive path IDs in
+// primary path now is primary ([Vishnu07 §9.2.1]: the other port of the adapter when it is
+// available, else other path bits on the same port; [Vishnu09 §IV.A]: consecutive path IDs in
 // round-robin order):
 //   - the home path, when the primary is not home and the home port is up (so that a recovered
 //     path is loaded and can be given back);
@@ -58,7 +58,7 @@ func Alternate(home, primary Path, ps Ports) (Path, bool) {
 }
 
 // GiveBack reports whether a queue pair whose primary path is primary and whose ARMED alternate
-// is alt should migrate manually now to give its home path back (seed 000 §9.2.3: manual
+// is alt should migrate manually now to give its home path back ([Vishnu07 §9.2.3]: manual
 // migration, here to restore the striping over the rails once a failed rail recovered).
 func GiveBack(home, primary, alt Path, armed bool) bool {
 	return armed && primary != home && alt == home

@@ -5,7 +5,7 @@ import "time"
 // MaxPorts is the largest number of ports (rails) a repository tracks.
 const MaxPorts = 32
 
-// Paths is the path repository of one connection (seed 000 §10.3.2): the candidate paths to the
+// Paths is the path repository of one connection [Vishnu07 §10.3.2]: the candidate paths to the
 // peer — port p of this device to port p of the peer's, rail to rail, as the rails are separate
 // networks — with their health. A path is unhealthy while its local port is down, or for a
 // back-off period after a queue pair failed on it; the home path is preferred whenever healthy,

@@ -1,5 +1,5 @@
-// Package recovery holds the pure cores of Hybrid-IBNFT's software recovery (seed 003 §IV.C,
-// seed 000 §10.3): the decision, for each work request a failed queue pair flushed, of what the
+// Package recovery holds the pure cores of Hybrid-IBNFT's software recovery ([Vishnu09 §IV.C],
+// [Vishnu07 §10.3]): the decision, for each work request a failed queue pair flushed, of what the
 // re-issue must do so that it takes effect exactly once; and the path repository of the healthy
 // paths to each peer. Nothing here starts a goroutine or reads a clock: time is an argument.
 package recovery

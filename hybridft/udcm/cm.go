@@ -1,4 +1,4 @@
-// Package udcm is the scalable out-of-band connection manager of Hybrid-IBNFT (seed 003 §IV.B.2):
+// Package udcm is the scalable out-of-band connection manager of Hybrid-IBNFT [Vishnu09 §IV.B.2]:
 // one unreliable-datagram queue pair per process, created at initialization, whose resources do
 // not grow with the job size, carrying the REQ/REP/ACK messages of the connection
 // re-establishment protocol (Fig. 8). UD gives no delivery or order guarantee; the protocol

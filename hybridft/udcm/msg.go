@@ -12,7 +12,7 @@ var ErrMalformed = errors.New("udcm: malformed message")
 // Version is the version byte of the message format.
 const Version = 1
 
-// Type is a message of the re-establishment protocol (seed 003 §IV.C, Fig. 8).
+// Type is a message of the re-establishment protocol [Vishnu09 §IV.C, Fig. 8].
 type Type uint8
 
 const (
@@ -24,7 +24,7 @@ const (
 	// ACK confirms a REP: the requester's queue pair is in RTS, the peer may send.
 	ACK
 
-	// The on-demand connection setup (hybridft.OnDemand, seed 003 §IV.B.2): the same UD queue
+	// The on-demand connection setup (hybridft.OnDemand, [Vishnu09 §IV.B.2]): the same UD queue
 	// pair also creates RC connections the first time a peer is used, as the InfiniBand CM's
 	// REQ/REP/RTU/REJ exchange (IBA §12.6). On these types Src and Dst are the sender's and the
 	// receiver's process ids (ranks), Seq the job id, Inc the dialer's attempt nonce, and
@@ -92,7 +92,7 @@ type Atomic struct {
 
 // Msg is one connection manager message. Dst and Src are the connection identifiers of the
 // receiver's and the sender's end; Seq is the recovery generation of the connection (the
-// per-pair sequence ID of seed 003 §IV.D: it tells one fault from the previous one and a
+// per-pair sequence ID of [Vishnu09 §IV.D]: it tells one fault from the previous one and a
 // duplicate from a new request).
 type Msg struct {
 	Type   Type
