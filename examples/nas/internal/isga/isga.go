@@ -273,16 +273,16 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	// rank ranks a contiguous range of buckets), one Put per destination. Bucket order also makes
 	// step 5's counting walk key_buff1 almost sequentially: counting keys in their original
 	// order hits it at random and costs more than the sort (class B at one rank: 2x the time).
-	local := s.local
+	local, cur, shift := s.local, s.cur, s.shift // locals: the stores below cannot alias them
 	pos := 0
 	for b, c := range s.cnt {
-		s.cur[b] = pos
+		cur[b] = pos
 		pos += int(c)
 	}
 	for _, k := range s.myKeys {
-		b := k >> s.shift
-		local[s.cur[b]] = k
-		s.cur[b]++
+		b := k >> shift
+		local[cur[b]] = k
+		cur[b]++
 	}
 	for d := 0; d < s.size; d++ {
 		lo, hi := s.part[d], s.part[d+1]
