@@ -40,7 +40,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		ctx, cancel = context.WithTimeout(ctx, c.StartupTimeout)
 		defer cancel()
 	}
-	r := &Runtime{cfg: c, live: map[int]*Segment{}}
+	r := &Runtime{cfg: c, live: map[int]*Segment{}, stats: c.Stats}
 	if c.Logger != nil {
 		r.log = *c.Logger
 	} else {
@@ -100,6 +100,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	for p := range r.peers {
 		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}
 		pe.done = func(*multirail.Request) { pe.outstanding.Add(-1) }
+		if c.Stats {
+			pe.ctr = new(peerCounters)
+		}
 		r.peers[p] = pe
 		if p != r.rank {
 			if r.peers[p].local {
@@ -205,6 +208,7 @@ func (c *Config) fillDefaults() error {
 	if c.StartupTimeout == 0 {
 		c.StartupTimeout = env.startup
 	}
+	c.Stats = c.Stats || env.cfg.Stats
 	return nil
 }
 
@@ -402,6 +406,9 @@ func (r *Runtime) Finalize(ctx context.Context) error {
 		// Out of band: once every rank is here, every rank's last RDMA operation has been
 		// acknowledged, so closing the devices strands no peer's retry.
 		berr = r.boot.Barrier(ctx)
+	}
+	if r.stats {
+		r.writeStats(os.Stderr) // before teardown: the channels' counters are still there
 	}
 	r.finalized.Store(true)
 	r.teardown()

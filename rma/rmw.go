@@ -74,5 +74,8 @@ func (r *Runtime) atomicOp(ctx context.Context, op ibv.Opcode, seg *Segment, pro
 	if err := seg.bounds(proc, off, sz); err != nil {
 		return 0, err
 	}
+	if r.stats && seg != r.sys && seg != r.notify {
+		pe.ctr.atomics.Add(1)
+	}
 	return pe.route.atomic(ctx, op, seg, off, compareAdd, swap)
 }

@@ -72,6 +72,9 @@ type Config struct {
 	Logger *zerolog.Logger
 	// StartupTimeout bounds Init's waits (default 60 s or GOARMCI_STARTUP_TIMEOUT).
 	StartupTimeout time.Duration
+	// Stats counts communication statistics (Runtime.Stats) and writes them to standard error
+	// at Finalize, one JSON line per rank; default GOARMCI_STATS.
+	Stats bool
 	// NetworkDevice, when set, opens the device this rank reaches its network peers through,
 	// instead of the tcp provider on Rails (for tests and simulations: ibv/fabric's Fabric.Open
 	// of the rank's node, so a job of many ranks runs in one process, inside a testing/synctest
@@ -113,6 +116,7 @@ type peer struct {
 	odAddr []byte
 	done   func(*multirail.Request) // completion callback: outstanding--
 	route  route                    // how operations reach this peer, chosen at connection (route.go)
+	ctr    *peerCounters            // statistics, or nil when they are off (stats.go)
 }
 
 // Runtime is an initialized ARMCI job on this rank.
@@ -126,7 +130,8 @@ type Runtime struct {
 	peers []*peer
 
 	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
-	spin         int // polls a wait spins before it yields (spinBudget)
+	spin         int  // polls a wait spins before it yields (spinBudget)
+	stats        bool // communication statistics are counted (stats.go)
 	yields       int // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown

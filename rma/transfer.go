@@ -44,6 +44,9 @@ func (r *Runtime) transfer(ctx context.Context, x xfer, seg *Segment, proc int, 
 	if err := seg.bounds(pe.rank, sh.off, sh.extent); err != nil {
 		return nil, err
 	}
+	if r.stats && seg != r.sys {
+		pe.count(x, sh.bytes())
+	}
 	return pe.route.xfer(ctx, x, &sh, seg, block)
 }
 
@@ -59,6 +62,9 @@ func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Seg
 	}
 	if err := seg.bounds(proc, off, len(local)); err != nil {
 		return nil, err
+	}
+	if r.stats && seg != r.sys {
+		pe.count(x, len(local))
 	}
 	return pe.route.contig(ctx, x, local, seg, off, block)
 }

@@ -226,3 +226,66 @@ func TestNotify(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsExactCounts: after a known pattern of operations from rank 0 to rank 1 (and to
+// itself), Stats holds exactly its operation and byte counts; the barriers in between (the
+// runtime's own segment) are not counted. Without Config.Stats, Stats is nil.
+func TestStatsExactCounts(t *testing.T) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		t.Run(string(tr), func(t *testing.T) {
+			rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				seg, err := rt.Malloc(ctx, 1024)
+				require.NoError(t, err)
+				require.NoError(t, rt.Barrier(ctx))
+				if rt.Rank() == 0 {
+					buf := make([]byte, 256)
+					for i := 0; i < 3; i++ {
+						require.NoError(t, rt.Put(ctx, buf[:100], seg, 1, 0))
+					}
+					require.NoError(t, rt.PutS(ctx, buf, []int{8}, seg, 1, 0, []int{16}, []int{8, 3}))
+					require.NoError(t, rt.PutV(ctx, []rma.Vec{{Local: buf[:5], Off: 0}, {Local: buf[:7], Off: 64}}, seg, 1))
+					h, err := rt.NbGet(ctx, seg, 1, 0, buf[:50])
+					require.NoError(t, err)
+					require.NoError(t, h.Wait(ctx))
+					require.NoError(t, rt.Get(ctx, seg, 1, 0, buf[:50]))
+					require.NoError(t, rt.Acc(ctx, rma.AccFloat64, 1, buf[:16], seg, 1, 0))
+					for i := 0; i < 4; i++ {
+						_, err := rt.Rmw(ctx, rma.FetchAndAddLong, seg, 1, 8, 1)
+						require.NoError(t, err)
+					}
+					require.NoError(t, rt.Put(ctx, buf[:10], seg, 0, 0)) // to itself
+					require.Error(t, rt.Put(ctx, buf, seg, 1, 1000))     // refused: not counted
+				}
+				require.NoError(t, rt.Barrier(ctx))
+				st := rt.Stats()
+				if rt.Rank() == 1 {
+					for _, p := range st { // rails may count the barriers' work requests over tcp
+						require.Zero(t, p.Puts+p.Gets+p.Accs+p.Atomics+p.BytesIn+p.BytesOut, "rank 1 issued nothing but barriers: %+v", p)
+					}
+				} else {
+					require.Len(t, st, 2, "%+v", st)
+					self, peer := st[0], st[1]
+					require.Equal(t, rma.PeerStats{Rank: 0, Transport: "self", Puts: 1, BytesOut: 10}, self)
+					require.Equal(t, 1, peer.Rank)
+					require.Equal(t, string(tr), peer.Transport)
+					require.EqualValues(t, 5, peer.Puts)
+					require.EqualValues(t, 2, peer.Gets)
+					require.EqualValues(t, 1, peer.Accs)
+					require.EqualValues(t, 4, peer.Atomics)
+					require.EqualValues(t, 300+24+12+16, peer.BytesOut)
+					require.EqualValues(t, 100, peer.BytesIn)
+					if tr == rma.TransportTCP {
+						require.Len(t, peer.Rails, 1)
+						require.Positive(t, peer.Rails[0].Posted)
+					} else {
+						require.Empty(t, peer.Rails, "a node peer has no channel")
+					}
+				}
+				require.NoError(t, seg.Free(ctx))
+			}, rmatest.Transport(tr), rmatest.Configure(func(_ int, c *rma.Config) { c.Stats = true }))
+		})
+	}
+	rmatest.Run(t, 1, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		require.Nil(t, rt.Stats(), "statistics off")
+	})
+}

@@ -246,7 +246,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_STATS", Type: "bool", Default: "false",
-		Doc: "print per-rank communication statistics at finalize",
+		Doc: "count communication statistics and print them at Finalize: one JSON line per rank on standard error, operations and bytes per peer, work requests, path migrations and recoveries per rail (rma.Runtime.Stats)",
 		get: func(c *Config) string { return strconv.FormatBool(c.Stats) },
 		set: boolSetter(func(c *Config) *bool { return &c.Stats })},
 

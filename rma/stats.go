@@ -1,0 +1,114 @@
+package rma
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// Communication statistics (GOARMCI_STATS, Config.Stats): per peer, the operations this rank
+// issued to it and their bytes, and per rail of a network peer the work requests posted and the
+// fault-tolerance events of its connection. Counting is decided at Init: without statistics the
+// operations pay one predictable branch, with them two atomic adds per operation. Operations on
+// the runtime's own segment (barrier flags, collective scratch) are not counted; collectives
+// appear through the Puts they issue.
+
+// peerCounters are one peer's counters (nil when statistics are off).
+type peerCounters struct {
+	puts, gets, accs, atomics atomic.Int64
+	bytesOut, bytesIn         atomic.Int64
+}
+
+// PeerStats is this rank's traffic to one peer (Runtime.Stats).
+type PeerStats struct {
+	Rank      int         `json:"rank"`
+	Transport string      `json:"transport"` // "self", "shm" or "tcp"
+	Puts      int64       `json:"puts"`      // Put calls, contiguous, strided and vector, blocking or not
+	Gets      int64       `json:"gets"`
+	Accs      int64       `json:"accs"`
+	Atomics   int64       `json:"atomics"`   // Rmw, compare-and-swap, mutex tickets
+	BytesOut  int64       `json:"bytes_out"` // bytes of Puts and Accs
+	BytesIn   int64       `json:"bytes_in"`  // bytes of Gets
+	Rails     []RailStats `json:"rails,omitempty"`
+}
+
+// RailStats is one rail (subchannel) of a network peer's channel.
+type RailStats struct {
+	Posted         int64 `json:"posted"` // work requests (stripes) posted
+	PathMigrations int64 `json:"path_migrations"`
+	Recoveries     int64 `json:"recoveries"`
+	Reposted       int64 `json:"reposted"` // failed work requests issued again after a recovery
+}
+
+// Stats returns this rank's statistics, one entry per peer with any traffic (this rank
+// included), in rank order; nil when statistics are off (GOARMCI_STATS=false, the default).
+func (r *Runtime) Stats() []PeerStats {
+	if !r.stats {
+		return nil
+	}
+	var out []PeerStats
+	for _, pe := range r.peers {
+		c := pe.ctr
+		s := PeerStats{Rank: pe.rank, Transport: r.TransportTo(pe.rank), Puts: c.puts.Load(), Gets: c.gets.Load(),
+			Accs: c.accs.Load(), Atomics: c.atomics.Load(), BytesOut: c.bytesOut.Load(), BytesIn: c.bytesIn.Load()}
+		if ch := r.Channel(pe.rank); ch != nil {
+			for i, sub := range ch.Subchannels() {
+				fs := sub.Stats()
+				s.Rails = append(s.Rails, RailStats{Posted: ch.Posted(i), PathMigrations: fs.PathMigrations,
+					Recoveries: fs.Recoveries, Reposted: fs.Reposted})
+			}
+		}
+		if s.Puts+s.Gets+s.Accs+s.Atomics > 0 || len(s.Rails) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// writeStats writes this rank's statistics as one JSON line (Finalize, GOARMCI_STATS).
+func (r *Runtime) writeStats(w io.Writer) {
+	b, err := json.Marshal(struct {
+		Rank  int         `json:"rank"`
+		Size  int         `json:"size"`
+		Peers []PeerStats `json:"peers"`
+	}{r.rank, r.size, r.Stats()})
+	if err == nil {
+		fmt.Fprintf(w, "goarmci stats %s\n", b)
+	}
+}
+
+// count records one transfer of n bytes to pe (statistics on; seg is not the runtime's own).
+func (pe *peer) count(x xfer, n int) {
+	c := pe.ctr
+	switch x.kind {
+	case kPut:
+		c.puts.Add(1)
+		c.bytesOut.Add(int64(n))
+	case kGet:
+		c.gets.Add(1)
+		c.bytesIn.Add(int64(n))
+	default:
+		c.accs.Add(1)
+		c.bytesOut.Add(int64(n))
+	}
+}
+
+// bytes is the number of bytes the shape moves.
+func (s *shape) bytes() int {
+	if s.kind == shapeStrided {
+		if s.st.empty() {
+			return 0
+		}
+		n := 1
+		for _, c := range s.st.count[:s.st.levels+1] {
+			n *= c
+		}
+		return n
+	}
+	n := 0
+	for _, v := range s.vecs {
+		n += len(v.Local)
+	}
+	return n
+}
