@@ -129,10 +129,10 @@ type Runtime struct {
 	nets  []*network
 	peers []*peer
 
-	machineRanks int // ranks on this machine (host ids equal but for the network namespace)
+	machineRanks int  // ranks on this machine (host ids equal but for the network namespace)
 	spin         int  // polls a wait spins before it yields (spinBudget)
 	stats        bool // communication statistics are counted (stats.go)
-	yields       int // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
+	yields       int  // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool
