@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv/provider/shm"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -156,6 +157,15 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	r.notified, r.awaited = make([]int64, r.size), make([]int64, r.size)
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
+	}
+	// Every node peer has opened this rank's shared-memory control file (its queue pairs are
+	// connected): remove the file, so no abnormal end of the job can leave it behind.
+	for _, n := range r.nets {
+		if n.kind == TransportShm {
+			if err := shm.Unpublish(n.dev); err != nil {
+				r.log.Warn().Err(err).Msg("rma: init: control file stays until Finalize")
+			}
+		}
 	}
 	r.log.Debug().Int("size", r.size).Bool("shm", useShm).Bool("net", useNet).Msg("rma initialized")
 	return r, nil

@@ -362,6 +362,23 @@ func (d *device) CreateAH(ah *ibv.AH) error {
 
 // Close implements ibv.Driver: the control file is unlinked, every mapping released and the
 // progress goroutine stopped. ibv.Context.Close has destroyed every QP before.
+// Unpublish removes the device's control file from its directory once every peer that will
+// connect has opened it (the rma runtime calls it at the end of Init): the mapping lives on in
+// each process that opened it, and the file can no longer outlive the job, however the job ends
+// (an unlinked tmpfs file is freed with its last mapping). A peer that opens the device after
+// that fails with ibv.ErrUnreachable. Errors: ibv.ErrInvalidArgument for a device of another
+// provider; the unlink's error (a file already gone is not one).
+func Unpublish(ctx *ibv.Context) error {
+	d, ok := ctx.Driver().(*device)
+	if !ok {
+		return fmt.Errorf("shm: Unpublish of a %T device: %w", ctx.Driver(), ibv.ErrInvalidArgument)
+	}
+	if err := xunix.Unlink(d.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("shm: unpublish %s: %w", d.path, err)
+	}
+	return nil
+}
+
 func (d *device) Close() error {
 	d.mu.Lock()
 	if d.closed {
