@@ -106,8 +106,10 @@ func (j *job) run(ctx context.Context) int {
 				cmd.Stdin = f // rank 0 reads the job's stdin, as mpirun
 			}
 		}
-		// Own process group: a terminal's ^C reaches only goarmci, which forwards it once.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Own process group: a terminal's ^C reaches only goarmci, which forwards it once. The
+		// kernel kills the rank if goarmci itself dies (kill -9, a crash): no rank outlives its
+		// launcher.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		cmd.WaitDelay = 2 * time.Second
 		if err := cmd.Start(); err != nil {
 			say("rank %d: %v", r, err)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -237,4 +238,49 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "GOARMCI_APM")
 	assert.Contains(t, errOut, "GOARMCI_APM")
+}
+
+// TestRanksDieWithTheLauncher: goarmci killed with SIGKILL (it can forward nothing) takes its
+// ranks with it (Pdeathsig): every rank process is gone afterwards.
+func TestRanksDieWithTheLauncher(t *testing.T) {
+	cmd := exec.Command(goarmciExe, "run", "-np", "2", rankExe, "sleep")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var errOut safeBuffer
+	cmd.Stderr = &errOut
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stdout)
+	for sleeping := 0; sleeping < 2 && sc.Scan(); {
+		if strings.HasSuffix(sc.Text(), "] sleeping") {
+			sleeping++
+		}
+	}
+	var pids []int
+	for len(pids) < 2 { // the ranks' stderr lines may trail their stdout ones
+		pids = pids[:0]
+		for _, line := range strings.Split(errOut.String(), "\n") {
+			var r, pid int
+			if n, _ := fmt.Sscanf(line, "[%d] pid %d", &r, &pid); n == 2 {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	give := time.Now().Add(time.Minute) // a safety net: the kernel kills them at once
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(give) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("rank process %d outlived its launcher", pid)
+			}
+			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
+				break // a zombie: dead, waiting for init to reap it
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }

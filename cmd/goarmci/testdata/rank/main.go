@@ -64,6 +64,7 @@ func main() {
 		}
 		time.Sleep(time.Hour)
 	case "sleep":
+		fmt.Fprintf(os.Stderr, "pid %d\n", os.Getpid())
 		fmt.Println("sleeping")
 		time.Sleep(time.Hour)
 	case "partial":
