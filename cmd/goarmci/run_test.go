@@ -274,7 +274,9 @@ func TestRanksDieWithTheLauncher(t *testing.T) {
 	for _, pid := range pids {
 		for syscall.Kill(pid, 0) == nil {
 			if time.Now().After(give) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				for _, p := range pids {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
 				t.Fatalf("rank process %d outlived its launcher", pid)
 			}
 			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
