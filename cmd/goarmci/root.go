@@ -46,7 +46,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.Version = config.BuildInfo().String()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newInfoCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newInfoCmd(), newBenchCmd(), newVersionCmd(), newCleanupCmd())
 	return root
 }
 

@@ -286,3 +286,21 @@ func TestRanksDieWithTheLauncher(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanup: goarmci cleanup removes a control file whose owner is gone and says so; an
+// argument is a usage error.
+func TestCleanup(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "goarmci.jdead.rank0.ctl")
+	require.NoError(t, os.WriteFile(stale, make([]byte, 8192), 0o600))
+	code, out, errOut := runCLI(t, "cleanup", "--dir", dir)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "removed "+stale)
+	_, err := os.Stat(stale)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	code, out, _ = runCLI(t, "cleanup", "--dir", dir)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "nothing to remove")
+	code, _, _ = runCLI(t, "cleanup", "extra")
+	require.Equal(t, 2, code)
+}

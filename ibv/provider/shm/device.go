@@ -422,3 +422,30 @@ func (d *device) Close() error {
 	}
 	return nil
 }
+
+// Sweep removes from dir (Config.Dir; "" = DefaultDir) the control files, of any job, whose
+// owner is gone (CleanupDir for every job; `goarmci cleanup`): files of a process that ended
+// without closing its device, e.g. killed while opening it, before the runtime unpublished the
+// file. Files of live endpoints are kept. It returns the removed paths. Errors: reading the
+// directory; a file that cannot be removed is left and its error joined.
+func Sweep(dir string) (removed []string, err error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	names, err := filepath.Glob(filepath.Join(dir, filePrefix+"*"+ctlSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("shm: sweep %s: %w", dir, err)
+	}
+	var errs []error
+	for _, p := range names {
+		if _, live := fileOwner(p); live {
+			continue
+		}
+		if err := xunix.Unlink(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("shm: sweep: %w", err))
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}

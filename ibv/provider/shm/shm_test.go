@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -593,4 +594,32 @@ func TestFreedPeerBuffersAreUnmapped(t *testing.T) {
 	require.GreaterOrEqual(t, p.mapped(), 1, "the live one is")
 	require.NoError(t, kmr.Dereg())
 	require.NoError(t, FreeBuffer(keep))
+}
+
+// TestSweep removes the control files of every job whose owner is gone and keeps the file of a
+// live endpoint (goarmci cleanup).
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	live, err := Open(Config{Job: "jlive", Name: "r0", Dir: dir})
+	require.NoError(t, err)
+	defer live.Close()
+	stale := []string{ctlPath(dir, "jdead", "r0"), ctlPath(dir, "jdead", "r1"), ctlPath(dir, "jother", "r3")}
+	for _, p := range stale {
+		require.NoError(t, os.WriteFile(p, make([]byte, 8192), 0o600)) // no live owner
+	}
+	other := filepath.Join(dir, "unrelated.ctl")
+	require.NoError(t, os.WriteFile(other, nil, 0o600))
+	removed, err := Sweep(dir)
+	require.NoError(t, err)
+	require.ElementsMatch(t, stale, removed)
+	for _, p := range stale {
+		_, err := os.Stat(p)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+	for _, p := range []string{ctlPath(dir, "jlive", "r0"), other} {
+		_, err := os.Stat(p)
+		require.NoError(t, err, "%s kept", p)
+	}
+	_, err = Sweep(filepath.Join(dir, "no-such-dir"))
+	require.NoError(t, err, "a directory that does not exist holds nothing to sweep")
 }
