@@ -237,3 +237,42 @@ func TestFabricJobLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelledPutKeepsBufferContract: a blocking 8 MiB Put over a slow fabric link whose
+// context ends mid-transfer returns the context's error (not ErrTransport) only once the
+// runtime is done reading src: src is scribbled right after the return, and the target then
+// holds either nothing of the scribble, i.e. only the original pattern or zeros.
+func TestCancelledPutKeepsBufferContract(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const size = 8 << 20
+		rmatest.RunFabric(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			seg, err := rt.Malloc(ctx, size)
+			require.NoError(t, err)
+			if rt.Rank() == 0 {
+				src := make([]byte, size)
+				for i := range src {
+					src[i] = byte(i%200) + 1 // 1..200: never 0xEE, never 0
+				}
+				cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				err := rt.Put(cctx, src, seg, 1, 0)
+				cancel()
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.NotErrorIs(t, err, rma.ErrTransport)
+				for i := range src {
+					src[i] = 0xEE // the runtime no longer reads src: none of this may arrive
+				}
+				require.NoError(t, rt.Fence(ctx, 1))
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			if rt.Rank() == 1 {
+				for i, b := range seg.Local() {
+					if b == 0xEE {
+						t.Fatalf("byte %d of the target came from src after Put returned", i)
+					}
+				}
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			require.NoError(t, seg.Free(ctx))
+		}, rmatest.Fabric(fabric.Config{Plan: fabric.Plan{Rules: []fabric.Rule{{Delay: 2 * time.Millisecond}}}}))
+	})
+}

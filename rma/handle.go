@@ -16,7 +16,9 @@ type Handle struct {
 }
 
 // Wait blocks until the operation completes (ARMCI_Wait): for a Put or Acc the source buffer may
-// then be reused and the data is at the target; for a Get the destination holds the data.
+// then be reused and the data is at the target; for a Get the destination holds the data. When
+// ctx ends first it returns ctx's error (errors.Is(err, context.Canceled)) with the operation
+// still in flight: its buffer is in use until a later Wait returns.
 func (h *Handle) Wait(ctx context.Context) error {
 	if h == nil || h.req == nil {
 		if h == nil {
@@ -25,6 +27,9 @@ func (h *Handle) Wait(ctx context.Context) error {
 		return h.err
 	}
 	if err := h.net.Wait(ctx, h.req); err != nil {
+		if cerr := ctx.Err(); cerr != nil && !h.req.Done() {
+			return fmt.Errorf("rma: wait: %w", cerr) // still in flight: Wait again before reusing its buffer
+		}
 		if h.r != nil {
 			if ferr := h.r.failedErr(h.req.Tag); ferr != nil {
 				return ferr // the target failed: its requests were flushed (abortPeer)
@@ -72,6 +77,15 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 	}
 	if block {
 		if err := n.Wait(ctx, req); err != nil {
+			if cerr := ctx.Err(); cerr != nil && !req.Done() {
+				// Cancelled mid-flight: the caller's buffer may be reused once the call returns,
+				// so wait for the work requests to finish with it (they complete or fail: a dead
+				// target's are flushed, a partition ends them at GOARMCI_PARTITION_TIMEOUT), then
+				// report the context's error.
+				_ = n.Wait(context.WithoutCancel(ctx), req)
+				n.Release(req)
+				return nil, fmt.Errorf("rma: operation to rank %d: %w", req.Tag, cerr)
+			}
 			if ferr := r.failedErr(req.Tag); ferr != nil {
 				return nil, ferr // the target failed: its requests were flushed (abortPeer)
 			}

@@ -6,7 +6,10 @@ import (
 )
 
 // Put copies src to byte offset off of rank proc's part of seg (ARMCI_Put). It returns when src
-// may be reused. Errors: ErrBadRank, ErrOutOfRange, ErrFreed, ErrFinalized, ErrTransport, ctx's.
+// may be reused, also when ctx ends first: the call then waits for the transfer to be done with
+// src and returns ctx's error (errors.Is(err, context.Canceled); the data may or may not have
+// arrived). The other blocking calls keep their buffers' contract the same way. Errors:
+// ErrBadRank, ErrOutOfRange, ErrFreed, ErrFinalized, ErrPeerFailed, ErrTransport, ctx's.
 func (r *Runtime) Put(ctx context.Context, src []byte, seg *Segment, proc, off int) error {
 	_, err := r.contiguous(ctx, xfer{kind: kPut}, src, seg, proc, off, true)
 	return err
