@@ -3,6 +3,8 @@ package ibv_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +54,25 @@ func TestApplyAtomic(t *testing.T) {
 	_, err = ibv.ApplyAtomic(ibv.OpAtomicFetchAdd, mem[:4], 1, 0)
 	require.True(t, errors.Is(err, accum.ErrShape), "short word: %v", err)
 	require.Equal(t, before, mem, "failed atomics changed memory")
+}
+
+// TestWCErrorIs: a failed completion's error matches the sentinel of its status and no other.
+func TestWCErrorIs(t *testing.T) {
+	cases := map[ibv.WCStatus][]error{
+		ibv.WCRemAccessErr:   {ibv.ErrAccess},
+		ibv.WCLocProtErr:     {ibv.ErrAccess},
+		ibv.WCRetryExcErr:    {ibv.ErrRetryExceeded, ibv.ErrUnreachable},
+		ibv.WCRNRRetryExcErr: {ibv.ErrRetryExceeded, ibv.ErrUnreachable},
+		ibv.WCWRFlushErr:     {ibv.ErrFlushed},
+		ibv.WCRemInvReqErr:   {ibv.ErrInvalidArgument},
+		ibv.WCGeneralErr:     nil,
+	}
+	all := []error{ibv.ErrAccess, ibv.ErrRetryExceeded, ibv.ErrUnreachable, ibv.ErrFlushed, ibv.ErrInvalidArgument}
+	for st, want := range cases {
+		err := fmt.Errorf("wrapped: %w", &ibv.WCError{Status: st})
+		for _, s := range all {
+			require.Equal(t, slices.Contains(want, s), errors.Is(err, s), "%v is %v", st, s)
+		}
+		require.Contains(t, err.Error(), st.String())
+	}
 }

@@ -32,4 +32,37 @@ var (
 	ErrUnsupported = errors.New("ibv: operation not supported by provider")
 	// ErrNoProvider: no provider of the given name is registered.
 	ErrNoProvider = errors.New("ibv: no such provider")
+	// ErrFlushed: a work request flushed because its queue pair went to ERROR (WR_FLUSH_ERR):
+	// it was not executed, whatever failed first.
+	ErrFlushed = errors.New("ibv: work request flushed")
+	// ErrRetryExceeded: the transport gave up retrying (RETRY_EXC_ERR, RNR_RETRY_EXC_ERR): no
+	// path to the responder worked; also matches ErrUnreachable.
+	ErrRetryExceeded = errors.New("ibv: transport retries exceeded")
 )
+
+// WCError is a failed work completion as an error (the status of ibv_wc), for callers that
+// complete requests and report failures: errors.Is matches it with the sentinel the status
+// means — ErrAccess (REM_ACCESS_ERR, LOC_ACCESS_ERR, LOC_PROT_ERR: a bad key, bounds or access
+// flags), ErrRetryExceeded and ErrUnreachable (RETRY_EXC_ERR, RNR_RETRY_EXC_ERR: a dead path or
+// peer), ErrFlushed (WR_FLUSH_ERR), ErrInvalidArgument (LOC_LEN_ERR, REM_INV_REQ_ERR,
+// LOC_QP_OP_ERR) — so a bad rkey can be told from a dead path ([IBA] §11.6.2's status codes).
+type WCError struct {
+	Status WCStatus
+}
+
+func (e *WCError) Error() string { return "ibv: completion status " + e.Status.String() }
+
+// Is reports whether target is the sentinel of e's status.
+func (e *WCError) Is(target error) bool {
+	switch e.Status {
+	case WCRemAccessErr, WCLocAccessErr, WCLocProtErr:
+		return target == ErrAccess
+	case WCRetryExcErr, WCRNRRetryExcErr:
+		return target == ErrRetryExceeded || target == ErrUnreachable
+	case WCWRFlushErr:
+		return target == ErrFlushed
+	case WCLocLenErr, WCRemInvReqErr, WCLocQPOpErr:
+		return target == ErrInvalidArgument
+	}
+	return false
+}

@@ -273,3 +273,20 @@ func BenchmarkSmallWrite(b *testing.B) {
 		}
 	}
 }
+
+// TestFailedWriteIsAnAccessError: a write with a bad rkey fails, and its error tells a bad key
+// (ibv.ErrAccess, through ibv.WCError) from a dead path (ibv.ErrRetryExceeded).
+func TestFailedWriteIsAnAccessError(t *testing.T) {
+	a, b := pair(t, 1, "", 0, 4096)
+	ctx := context.Background()
+	req := a.net.NewRequest(nil)
+	require.NoError(t, a.ch.Write(ctx, req, a.buf[:64], b.mr.Addr, b.mr.RKey+12345))
+	a.net.Issued(req)
+	err := a.net.Wait(ctx, req)
+	require.ErrorIs(t, err, multirail.ErrFailed)
+	require.ErrorIs(t, err, ibv.ErrAccess)
+	require.NotErrorIs(t, err, ibv.ErrRetryExceeded)
+	var wce *ibv.WCError
+	require.ErrorAs(t, err, &wce)
+	require.Equal(t, ibv.WCRemAccessErr, wce.Status)
+}

@@ -142,7 +142,8 @@ func (n *Network) generation() <-chan struct{} {
 }
 
 // Wait drives progress until r completes or ctx ends, and returns the request's outcome: nil, or
-// an error wrapping ErrFailed that names the completion status.
+// an error wrapping ErrFailed and the completion status as an *ibv.WCError (errors.Is matches
+// ibv.ErrAccess, ibv.ErrRetryExceeded, ibv.ErrFlushed, ...).
 func (n *Network) Wait(ctx context.Context, r *Request) error {
 	for spins := 0; !r.Done(); spins++ {
 		if n.pollMu.TryLock() {
@@ -189,9 +190,9 @@ func (n *Network) Wait(ctx context.Context, r *Request) error {
 	}
 	if s := r.Status(); s != ibv.WCSuccess {
 		if r.partitioned.Load() {
-			return fmt.Errorf("%w: %v: %w", ErrFailed, s, hybridft.ErrPartition)
+			return fmt.Errorf("%w: %w: %w", ErrFailed, &ibv.WCError{Status: s}, hybridft.ErrPartition)
 		}
-		return fmt.Errorf("%w: %v", ErrFailed, s)
+		return fmt.Errorf("%w: %w", ErrFailed, &ibv.WCError{Status: s})
 	}
 	return nil
 }
