@@ -105,17 +105,8 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 		return fmt.Errorf("ga: element operation %d: %w", op, ErrType)
 	}
 	call := elemNames[op]
-	if err := c.checkPatchOf(call, clo, chi, nil, nil); err != nil {
+	if err := checkTernary(call, a, alo, ahi, b, blo, bhi, c, clo, chi); err != nil {
 		return err
-	}
-	if err := a.checkPatchOf(call, alo, ahi, clo, chi); err != nil {
-		return err
-	}
-	if err := b.checkPatchOf(call, blo, bhi, clo, chi); err != nil {
-		return err
-	}
-	if a.rt != c.rt || b.rt != c.rt {
-		return fmt.Errorf("ga: %s: arrays of different runtimes: %w", call, ErrShape)
 	}
 	if (op == ElemMaximum || op == ElemMinimum) && isComplex(c.typ) {
 		return fmt.Errorf("ga: %s of %v elements: %w", call, c.typ, ErrType)

@@ -132,6 +132,24 @@ func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn fu
 	return nil
 }
 
+// checkTernary validates the operands of c[clo..chi] = a[alo..ahi] op b[blo..bhi]: live arrays
+// of one runtime, patches inside them, the sources' of the destination's shape.
+func checkTernary[T Elem](call string, a *Array[T], alo, ahi []int, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int) error {
+	if err := c.checkPatchOf(call, clo, chi, nil, nil); err != nil {
+		return err
+	}
+	if err := a.checkPatchOf(call, alo, ahi, clo, chi); err != nil {
+		return err
+	}
+	if err := b.checkPatchOf(call, blo, bhi, clo, chi); err != nil {
+		return err
+	}
+	if a.rt != c.rt || b.rt != c.rt {
+		return fmt.Errorf("ga: %s: arrays of different runtimes: %w", call, ErrShape)
+	}
+	return nil
+}
+
 // FillPatch sets every element of the patch [lo, hi] to v (NGA_Fill_patch). Collective.
 //
 // Errors: ErrShape, ErrOutOfBounds, ErrDestroyed (nothing changed); rma errors of the barriers.
@@ -208,17 +226,8 @@ func CopyPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Arra
 // Errors: as CopyPatch.
 func AddPatch[T Elem](ctx context.Context, alpha T, a *Array[T], alo, ahi []int, beta T, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int) error {
 	const call = "NGA_Add_patch"
-	if err := c.checkPatchOf(call, clo, chi, nil, nil); err != nil {
+	if err := checkTernary(call, a, alo, ahi, b, blo, bhi, c, clo, chi); err != nil {
 		return err
-	}
-	if err := a.checkPatchOf(call, alo, ahi, clo, chi); err != nil {
-		return err
-	}
-	if err := b.checkPatchOf(call, blo, bhi, clo, chi); err != nil {
-		return err
-	}
-	if a.rt != c.rt || b.rt != c.rt {
-		return fmt.Errorf("ga: %s: arrays of different runtimes: %w", call, ErrShape)
 	}
 	return c.patchOp(ctx, call, clo, chi, func(olo, ohi []int) error {
 		av, err := a.source(ctx, alo, clo, olo, ohi)
