@@ -105,21 +105,10 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 		return fmt.Errorf("ga: element operation %d: %w", op, ErrType)
 	}
 	call := elemNames[op]
-	if err := checkTernary(call, a, alo, ahi, b, blo, bhi, c, clo, chi); err != nil {
-		return err
-	}
-	if (op == ElemMaximum || op == ElemMinimum) && isComplex(c.typ) {
+	if (op == ElemMaximum || op == ElemMinimum) && c != nil && isComplex(c.typ) {
 		return fmt.Errorf("ga: %s of %v elements: %w", call, c.typ, ErrType)
 	}
-	return c.patchOp(ctx, call, clo, chi, func(olo, ohi []int) error {
-		av, err := a.source(ctx, alo, clo, olo, ohi)
-		if err != nil {
-			return err
-		}
-		bv, err := b.source(ctx, blo, clo, olo, ohi)
-		if err != nil {
-			return err
-		}
+	return ternary(ctx, call, a, alo, ahi, b, blo, bhi, c, clo, chi, func(olo, ohi []int, av, bv []T) error {
 		idx := c.ownedIndexes(olo, ohi)
 		switch s := any(c.local).(type) {
 		case []int32:

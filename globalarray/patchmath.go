@@ -225,7 +225,17 @@ func CopyPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Arra
 //
 // Errors: as CopyPatch.
 func AddPatch[T Elem](ctx context.Context, alpha T, a *Array[T], alo, ahi []int, beta T, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int) error {
-	const call = "NGA_Add_patch"
+	return ternary(ctx, "NGA_Add_patch", a, alo, ahi, b, blo, bhi, c, clo, chi, func(olo, ohi []int, av, bv []T) error {
+		c.eachOwned(olo, ohi, func(i, k int) { c.local[i] = alpha*av[k] + beta*bv[k] })
+		return nil
+	})
+}
+
+// ternary runs c[clo..chi] = a[alo..ahi] op b[blo..bhi] (checkTernary's operands): each rank
+// fetches the source elements that meet its part [olo, ohi] of c's patch, row-major with the
+// part's shape, and fn stores the results into c's block.
+func ternary[T Elem](ctx context.Context, call string, a *Array[T], alo, ahi []int, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int,
+	fn func(olo, ohi []int, av, bv []T) error) error {
 	if err := checkTernary(call, a, alo, ahi, b, blo, bhi, c, clo, chi); err != nil {
 		return err
 	}
@@ -238,8 +248,7 @@ func AddPatch[T Elem](ctx context.Context, alpha T, a *Array[T], alo, ahi []int,
 		if err != nil {
 			return err
 		}
-		c.eachOwned(olo, ohi, func(i, k int) { c.local[i] = alpha*av[k] + beta*bv[k] })
-		return nil
+		return fn(olo, ohi, av, bv)
 	})
 }
 
