@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,30 +88,11 @@ func StartFabric(ctx context.Context, n int, cfg fabric.Config, body func(ctx co
 		return fmt.Errorf("rmatest: fabric: %w", err)
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	g := NewGroup(n)
 	seq := jobSeq.Add(1)
 	job := fmt.Sprintf("fabric-%d-%d", os.Getpid(), seq)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rt, err := rma.Init(ctx, &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportAuto,
-				HostID: fmt.Sprintf("fabric-%d/%s/n%d", seq, cfg.Name, i), Job: job,
-				NetworkDevice: func() (*ibv.Context, error) { return f.Open(i) }})
-			if err != nil {
-				errs[i] = fmt.Errorf("rank %d: %w", i, err)
-				g.Close()
-				return
-			}
-			if errs[i] = body(ctx, rt); errs[i] != nil {
-				errs[i] = fmt.Errorf("rank %d: %w", i, errs[i])
-				g.Close()
-			}
-			errs[i] = errors.Join(errs[i], rt.Finalize(ctx))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return startJob(ctx, n, func(g *Group, i int) *rma.Config {
+		return &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportAuto,
+			HostID: fmt.Sprintf("fabric-%d/%s/n%d", seq, cfg.Name, i), Job: job,
+			NetworkDevice: func() (*ibv.Context, error) { return f.Open(i) }}
+	}, body)
 }
