@@ -283,31 +283,39 @@ func TestFabricPartition(t *testing.T) {
 		forSeeds(t, func(t *testing.T, seed uint64) {
 			o := testOptions()
 			o.PartitionTimeout = 300 * time.Millisecond
-			nw := newFabNet(t, o, 2, 1<<20, noise(seed, 2))
-			a, b := nw.a, nw.b
-			var p fabric.Plan
-			p.Partition([]int{0}, []int{1}, nw.f.Now(), 0)
-			require.NoError(t, nw.f.Apply(p))
-			start := nw.f.Now()
-			cl := newCollector(a.ep)
-			for i := 0; i < 8; i++ {
-				nw.write(t, cl, i, 4<<10)
-			}
-			cl.waitAll(t, 8)
-			took := nw.f.Now() - start
-			for id, wc := range cl.got {
-				require.ErrorIs(t, CompletionError(&wc), ErrPartition, "write %d", id)
-			}
-			// detection (retries on both paths) plus the partition timeout
-			require.GreaterOrEqual(t, took, o.PartitionTimeout)
-			require.Less(t, took, o.PartitionTimeout+time.Second)
-			for _, c := range a.conns {
-				require.ErrorIs(t, c.Err(), ErrPartition)
-				require.ErrorIs(t, c.Post(&ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: a.buf[:8], RemoteAddr: b.mr.Addr,
-					RKey: b.mr.RKey}), ErrPartition)
-			}
+			requirePermanentPartition(t, o, seed, o.PartitionTimeout, time.Second)
 		})
 	})
+}
+
+// requirePermanentPartition cuts the two nodes of a fresh network with options o apart for good
+// and checks that 8 writes all fail with ErrPartition after timeout (plus at most slack of
+// detection), that every connection then holds ErrPartition and refuses later posts with it.
+func requirePermanentPartition(t *testing.T, o Options, seed uint64, timeout, slack time.Duration) {
+	t.Helper()
+	nw := newFabNet(t, o, 2, 1<<20, noise(seed, 2))
+	a, b := nw.a, nw.b
+	var p fabric.Plan
+	p.Partition([]int{0}, []int{1}, nw.f.Now(), 0)
+	require.NoError(t, nw.f.Apply(p))
+	start := nw.f.Now()
+	cl := newCollector(a.ep)
+	for i := 0; i < 8; i++ {
+		nw.write(t, cl, i, 4<<10)
+	}
+	cl.waitAll(t, 8)
+	took := nw.f.Now() - start
+	for id, wc := range cl.got {
+		require.ErrorIs(t, CompletionError(&wc), ErrPartition, "write %d", id)
+	}
+	// detection (retries on both paths) plus the partition timeout
+	require.GreaterOrEqual(t, took, timeout)
+	require.Less(t, took, timeout+slack)
+	for _, c := range a.conns {
+		require.ErrorIs(t, c.Err(), ErrPartition)
+		require.ErrorIs(t, c.Post(&ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: a.buf[:8], RemoteAddr: b.mr.Addr,
+			RKey: b.mr.RKey}), ErrPartition)
+	}
 }
 
 // storm posts accs accumulates (16 KiB of int64 ones) and fadds fetch-and-adds from a to b over

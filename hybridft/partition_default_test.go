@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/internal/config"
 )
@@ -31,29 +30,8 @@ func TestFabricPartitionDefaultTimeout(t *testing.T) {
 	defaults := func() Options { return OptionsFrom(config.Default()) }
 	t.Run("permanent", func(t *testing.T) {
 		forSeeds(t, func(t *testing.T, seed uint64) {
-			nw := newFabNet(t, defaults(), 2, 1<<20, noise(seed, 2))
-			a, b := nw.a, nw.b
-			var p fabric.Plan
-			p.Partition([]int{0}, []int{1}, nw.f.Now(), 0)
-			require.NoError(t, nw.f.Apply(p))
-			start := nw.f.Now()
-			cl := newCollector(a.ep)
-			for i := 0; i < 8; i++ {
-				nw.write(t, cl, i, 4<<10)
-			}
-			cl.waitAll(t, 8)
-			took := nw.f.Now() - start
-			for id, wc := range cl.got {
-				require.ErrorIs(t, CompletionError(&wc), ErrPartition, "write %d", id)
-			}
 			// virtual time: detection (retries on both paths) plus the 30 s default
-			require.GreaterOrEqual(t, took, DefaultPartitionTimeout)
-			require.Less(t, took, DefaultPartitionTimeout+5*time.Second)
-			for _, c := range a.conns {
-				require.ErrorIs(t, c.Err(), ErrPartition)
-				require.ErrorIs(t, c.Post(&ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: a.buf[:8], RemoteAddr: b.mr.Addr,
-					RKey: b.mr.RKey}), ErrPartition)
-			}
+			requirePermanentPartition(t, defaults(), seed, DefaultPartitionTimeout, 5*time.Second)
 		})
 	})
 	t.Run("heals", func(t *testing.T) {
