@@ -3,14 +3,12 @@ package globalarray
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/cmplx"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/rma"
-	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // signed gives element i a value of both signs, exact in every type: (i−20)·(−1)^i.
@@ -111,19 +109,13 @@ func lessAny(x, y any) bool {
 }
 
 func TestElemOps(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					elemOps[float64](ctx, t, rt, true)
-					elemOps[int64](ctx, t, rt, true)
-					elemOps[complex128](ctx, t, rt, false)
-					selectElem(ctx, t, rt)
-					elemBadInput(ctx, t, rt)
-				}, rmatest.Transport(tr))
-			})
-		}
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		elemOps[float64](ctx, t, rt, true)
+		elemOps[int64](ctx, t, rt, true)
+		elemOps[complex128](ctx, t, rt, false)
+		selectElem(ctx, t, rt)
+		elemBadInput(ctx, t, rt)
+	})
 }
 
 // selectElem: the maximum and the minimum of a patch with repeated extremes are found with the

@@ -27,6 +27,18 @@ func subsOf(dims []int, idx []int) [][]int {
 	return subs
 }
 
+// acrossJobs runs body in jobs of 1, 2, 4 and 5 ranks over shared memory and over tcp (the
+// job shapes of the GA calls' tests).
+func acrossJobs(t *testing.T, body func(ctx context.Context, t testing.TB, rt *rma.Runtime)) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		for _, np := range []int{1, 2, 4, 5} {
+			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
+				rmatest.Run(t, np, body, rmatest.Transport(tr))
+			})
+		}
+	}
+}
+
 // gatherScatter checks NGA_Scatter, NGA_Gather and NGA_Scatter_acc against a serial model: every
 // rank scatters to the elements it is assigned (index mod np), every rank gathers a random
 // sample (with repeats) of the whole array, and every rank scatter-accumulates into a random
@@ -87,17 +99,11 @@ func gatherScatter[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, d
 }
 
 func TestGatherScatter(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					gatherScatter[float64](ctx, t, rt, []int{9, 7})
-					gatherScatter[int32](ctx, t, rt, []int{5, 3, 4})
-					gatherScatter[complex128](ctx, t, rt, []int{11})
-				}, rmatest.Transport(tr))
-			})
-		}
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		gatherScatter[float64](ctx, t, rt, []int{9, 7})
+		gatherScatter[int32](ctx, t, rt, []int{5, 3, 4})
+		gatherScatter[complex128](ctx, t, rt, []int{11})
+	})
 }
 
 // TestGatherScatterBadInput: a subscript out of bounds or of the wrong length anywhere in the

@@ -89,23 +89,17 @@ func complex128Of[T Floating](x T) complex128 {
 }
 
 func TestGemm(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					for _, ta := range []bool{false, true} {
-						for _, tb := range []bool{false, true} {
-							gemmCase[float64](ctx, t, rt, 11, 9, 13, ta, tb, 0)
-						}
-					}
-					gemmCase[float64](ctx, t, rt, 6, 5, 2*gemmPanel+17, false, true, 0) // several panels
-					gemmCase[complex128](ctx, t, rt, 7, 8, 9, true, false, 0)
-					gemmCase[float32](ctx, t, rt, 9, 7, 10, false, false, 1e-6)
-					gemmCase[complex64](ctx, t, rt, 5, 6, 7, false, true, 1e-6)
-				}, rmatest.Transport(tr))
-			})
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				gemmCase[float64](ctx, t, rt, 11, 9, 13, ta, tb, 0)
+			}
 		}
-	}
+		gemmCase[float64](ctx, t, rt, 6, 5, 2*gemmPanel+17, false, true, 0) // several panels
+		gemmCase[complex128](ctx, t, rt, 7, 8, 9, true, false, 0)
+		gemmCase[float32](ctx, t, rt, 9, 7, 10, false, false, 1e-6)
+		gemmCase[complex64](ctx, t, rt, 5, 6, 7, false, true, 1e-6)
+	})
 }
 
 // BenchmarkGemm multiplies two n×n float64 matrices on np in-process ranks over shared memory;

@@ -3,7 +3,6 @@ package globalarray
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/cmplx"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/rma"
-	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // matrixOps checks Transpose (between differently distributed arrays), Symmetrize, the diagonal
@@ -131,15 +129,9 @@ func absOf[T Elem](x T) float64 {
 }
 
 func TestMatrixOps(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					matrixOps[float64](ctx, t, rt)
-					matrixOps[int32](ctx, t, rt)
-					matrixOps[complex128](ctx, t, rt)
-				}, rmatest.Transport(tr))
-			})
-		}
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		matrixOps[float64](ctx, t, rt)
+		matrixOps[int32](ctx, t, rt)
+		matrixOps[complex128](ctx, t, rt)
+	})
 }

@@ -3,13 +3,11 @@ package globalarray
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/rma"
-	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // setAll writes want into a from rank 0 and syncs.
@@ -121,15 +119,9 @@ func patchMath[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime) {
 }
 
 func TestPatchMath(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					patchMath[float64](ctx, t, rt)
-					patchMath[int32](ctx, t, rt)
-					patchMath[complex128](ctx, t, rt)
-				}, rmatest.Transport(tr))
-			})
-		}
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		patchMath[float64](ctx, t, rt)
+		patchMath[int32](ctx, t, rt)
+		patchMath[complex128](ctx, t, rt)
+	})
 }

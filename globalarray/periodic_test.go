@@ -3,13 +3,11 @@ package globalarray
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/rma"
-	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
 // wrap is i modulo n in [0, n).
@@ -75,14 +73,8 @@ func periodicOps[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime) {
 }
 
 func TestPeriodic(t *testing.T) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-					periodicOps[float64](ctx, t, rt)
-					periodicOps[int32](ctx, t, rt)
-				}, rmatest.Transport(tr))
-			})
-		}
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		periodicOps[float64](ctx, t, rt)
+		periodicOps[int32](ctx, t, rt)
+	})
 }
