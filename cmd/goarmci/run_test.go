@@ -142,26 +142,35 @@ func TestRunTransportReachesRanks(t *testing.T) {
 // TestRunForwardsSignals runs the real binary, waits until every rank sleeps, sends SIGINT
 // to goarmci and expects the ranks to die of it (exit code 130).
 func TestRunForwardsSignals(t *testing.T) {
-	cmd := exec.Command(goarmciExe, "run", "-np", "3", rankExe, "sleep")
+	cmd, stdout, errOut := startSleepingJob(t, 3)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	_, _ = io.Copy(io.Discard, stdout)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 128+int(syscall.SIGINT), ee.ExitCode(), "stderr: %s", errOut.String())
+}
+
+// startSleepingJob starts the real goarmci binary on np ranks of the rank helper in its sleep
+// mode and returns once every rank printed that it sleeps, with the rest of the job's stdout and
+// its stderr (where each rank printed its pid).
+func startSleepingJob(t *testing.T, np int) (*exec.Cmd, io.Reader, *safeBuffer) {
+	t.Helper()
+	cmd := exec.Command(goarmciExe, "run", "-np", fmt.Sprint(np), rankExe, "sleep")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var errOut safeBuffer
-	cmd.Stderr = &errOut
+	errOut := new(safeBuffer)
+	cmd.Stderr = errOut
 	require.NoError(t, cmd.Start())
 	sc := bufio.NewScanner(stdout)
 	sleeping := 0
-	for sleeping < 3 && sc.Scan() {
+	for sleeping < np && sc.Scan() {
 		if strings.HasSuffix(sc.Text(), "] sleeping") {
 			sleeping++
 		}
 	}
-	require.Equal(t, 3, sleeping, "stderr: %s", errOut.String())
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	_, _ = io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, 128+int(syscall.SIGINT), ee.ExitCode(), "stderr: %s", errOut.String())
+	require.Equal(t, np, sleeping, "stderr: %s", errOut.String())
+	return cmd, stdout, errOut
 }
 
 // safeBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
@@ -243,18 +252,7 @@ func TestInfo(t *testing.T) {
 // TestRanksDieWithTheLauncher: goarmci killed with SIGKILL (it can forward nothing) takes its
 // ranks with it (Pdeathsig): every rank process is gone afterwards.
 func TestRanksDieWithTheLauncher(t *testing.T) {
-	cmd := exec.Command(goarmciExe, "run", "-np", "2", rankExe, "sleep")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var errOut safeBuffer
-	cmd.Stderr = &errOut
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(stdout)
-	for sleeping := 0; sleeping < 2 && sc.Scan(); {
-		if strings.HasSuffix(sc.Text(), "] sleeping") {
-			sleeping++
-		}
-	}
+	cmd, _, errOut := startSleepingJob(t, 2)
 	var pids []int
 	for len(pids) < 2 { // the ranks' stderr lines may trail their stdout ones
 		pids = pids[:0]
