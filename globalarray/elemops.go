@@ -71,14 +71,7 @@ func absReal[R ordered](s []R, idx []int) {
 //
 // Errors: as AbsPatch.
 func (a *Array[T]) AddConstantPatch(ctx context.Context, lo, hi []int, v T) error {
-	const call = "GA_Add_constant_patch"
-	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
-		return err
-	}
-	return a.patchOp(ctx, call, lo, hi, func(olo, ohi []int) error {
-		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] += v })
-		return nil
-	})
+	return a.inPlace(ctx, "GA_Add_constant_patch", lo, hi, func(x T) T { return x + v })
 }
 
 // ElemOp is an element-wise binary operation of ElemPatch.

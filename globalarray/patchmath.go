@@ -150,46 +150,37 @@ func checkTernary[T Elem](call string, a *Array[T], alo, ahi []int, b *Array[T],
 	return nil
 }
 
-// FillPatch sets every element of the patch [lo, hi] to v (NGA_Fill_patch). Collective.
-//
-// Errors: ErrShape, ErrOutOfBounds, ErrDestroyed (nothing changed); rma errors of the barriers.
-func (a *Array[T]) FillPatch(ctx context.Context, lo, hi []int, v T) error {
-	const call = "NGA_Fill_patch"
+// inPlace replaces every element x of the patch [lo, hi] by f(x), each rank on the part it owns
+// (the patch checked first, on every rank). Collective.
+func (a *Array[T]) inPlace(ctx context.Context, call string, lo, hi []int, f func(x T) T) error {
 	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
 		return err
 	}
 	return a.patchOp(ctx, call, lo, hi, func(olo, ohi []int) error {
-		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] = v })
+		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] = f(a.local[i]) })
 		return nil
 	})
+}
+
+// FillPatch sets every element of the patch [lo, hi] to v (NGA_Fill_patch). Collective.
+//
+// Errors: ErrShape, ErrOutOfBounds, ErrDestroyed (nothing changed); rma errors of the barriers.
+func (a *Array[T]) FillPatch(ctx context.Context, lo, hi []int, v T) error {
+	return a.inPlace(ctx, "NGA_Fill_patch", lo, hi, func(T) T { return v })
 }
 
 // ZeroPatch sets every element of the patch [lo, hi] to 0 (NGA_Zero_patch). Collective.
 //
 // Errors: as FillPatch.
 func (a *Array[T]) ZeroPatch(ctx context.Context, lo, hi []int) error {
-	var zero T
-	if err := a.checkPatchOf("NGA_Zero_patch", lo, hi, nil, nil); err != nil {
-		return err
-	}
-	return a.patchOp(ctx, "NGA_Zero_patch", lo, hi, func(olo, ohi []int) error {
-		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] = zero })
-		return nil
-	})
+	return a.inPlace(ctx, "NGA_Zero_patch", lo, hi, func(T) T { var zero T; return zero })
 }
 
 // ScalePatch multiplies every element of the patch [lo, hi] by s (NGA_Scale_patch). Collective.
 //
 // Errors: as FillPatch.
 func (a *Array[T]) ScalePatch(ctx context.Context, lo, hi []int, s T) error {
-	const call = "NGA_Scale_patch"
-	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
-		return err
-	}
-	return a.patchOp(ctx, call, lo, hi, func(olo, ohi []int) error {
-		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] *= s })
-		return nil
-	})
+	return a.inPlace(ctx, "NGA_Scale_patch", lo, hi, func(x T) T { return x * s })
 }
 
 // CopyPatch copies a's patch [alo, ahi] into b's patch [blo, bhi] (NGA_Copy_patch with trans
