@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/goarmci/goarmci/hybridft/apm"
 	"github.com/goarmci/goarmci/hybridft/recovery"
 	"github.com/goarmci/goarmci/ibv"
@@ -142,6 +144,7 @@ type Conn struct {
 	peerRec     map[uint32]record // the peer's responder records by incarnation
 	ownRec      map[uint32]record // ours
 	rec         protoState        // re-establishment protocol (manager goroutine)
+	lg          zerolog.Logger    // failover and recovery events (ConnectOptions.Log)
 	apmRetryAt  time.Time
 	apmForced   time.Time
 
@@ -275,6 +278,10 @@ type ConnectOptions struct {
 	// fault emulation (a wrong destination at QP setup, so every request fails, APM has nothing
 	// to migrate to and the software recovery runs; it reconnects with the true address).
 	PrimaryAddr string
+	// Log, when set, is the logger of this connection's failover and recovery events; the caller
+	// adds what names the connection in its terms (peer rank, rail). Default: the manager's
+	// logger with the connection id. The queue pair number is added either way.
+	Log *zerolog.Logger
 }
 
 // Connect moves the queue pair to RTR and RTS towards the remote queue pair described by r. On
@@ -303,7 +310,12 @@ func (c *Conn) ConnectWith(r ConnInfo, o ConnectOptions) error {
 	if c.ft == nil {
 		return nil
 	}
+	lg := c.m.log.With().Uint64("conn", c.id)
+	if o.Log != nil {
+		lg = o.Log.With()
+	}
 	c.mu.Lock()
+	c.lg = lg.Uint32("qpn", c.qp.Num()).Logger()
 	c.remote = r
 	n := uint8(min(len(r.Paths), len(c.local.Paths), 32))
 	c.recoverable = c.drv != nil && r.ID != 0 && len(r.CM) > 0 && n > 0 && int(r.Port) <= len(r.Paths)
@@ -449,6 +461,8 @@ func (c *Conn) failLocked(pathFault bool) {
 	if c.outageSince.IsZero() {
 		c.outageSince = time.Now()
 	}
+	c.lg.Info().Uint8("port", c.primary.Port).Bool("path_fault", pathFault).
+		Msg("hybridft: connection failed; software recovery starts")
 	c.m.kick(c)
 }
 

@@ -3,14 +3,18 @@ package hybridft
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
@@ -37,6 +41,35 @@ type fabNode struct {
 	mr    *ibv.MR
 	buf   []byte
 	conns []*Conn
+	logs  eventLog // failover and recovery events of its connections (ConnectOptions.Log)
+}
+
+// eventLog collects log lines written from several goroutines.
+type eventLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *eventLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// events returns the decoded log events whose message contains msg.
+func (l *eventLog) events(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(l.b.Bytes()), []byte("\n")) {
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(line, &ev), "log line %q", line)
+		if m, _ := ev["message"].(string); strings.Contains(m, msg) {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 type fabNet struct {
@@ -79,8 +112,10 @@ func newFabNet(t *testing.T, o Options, rails, size int, plan fabric.Plan) *fabN
 		require.NoError(t, err)
 		cb, err := nw.b.ep.WithPort(uint8(r)).NewConn()
 		require.NoError(t, err)
-		require.NoError(t, ca.Connect(cb.Local()))
-		require.NoError(t, cb.Connect(ca.Local()))
+		la := zerolog.New(&nw.a.logs).With().Int("peer", 1).Int("rail", r-1).Logger()
+		lb := zerolog.New(&nw.b.logs).With().Int("peer", 0).Int("rail", r-1).Logger()
+		require.NoError(t, ca.ConnectWith(cb.Local(), ConnectOptions{Log: &la}))
+		require.NoError(t, cb.ConnectWith(ca.Local(), ConnectOptions{Log: &lb}))
 		nw.a.conns, nw.b.conns = append(nw.a.conns, ca), append(nw.b.conns, cb)
 		t.Cleanup(func() { _ = ca.Close(); _ = cb.Close() })
 	}
@@ -161,6 +196,16 @@ func TestFabricAPMRailDown(t *testing.T) {
 		for _, c := range a.conns {
 			require.Equal(t, int64(0), c.Stats().Recoveries, "APM handled it")
 		}
+		// the migration is an info event naming the peer, the rail and the queue pair
+		mig := a.logs.events(t, "path migrated")
+		require.Len(t, mig, 1)
+		require.Equal(t, "info", mig[0]["level"])
+		require.Equal(t, float64(1), mig[0]["peer"])
+		require.Equal(t, float64(0), mig[0]["rail"])
+		require.Equal(t, float64(a.conns[0].QP().Num()), mig[0]["qpn"])
+		require.Equal(t, float64(1), mig[0]["from_port"])
+		require.Equal(t, float64(2), mig[0]["port"])
+		require.Empty(t, a.logs.events(t, "recovery"))
 	})
 }
 
@@ -190,6 +235,16 @@ func TestFabricAlternateDownExactlyOnce(t *testing.T) {
 		require.Positive(t, st.Reposted+st.Completed+a.conns[1].Stats().Reposted+a.conns[1].Stats().Completed,
 			"failed requests were re-issued or completed from the responder's record")
 		require.Equal(t, uint8(2), a.conns[0].Port(), "rail 1 is still down")
+		// the recovery is told at info level, start and end, with the peer and the rail
+		for _, msg := range []string{"software recovery starts", "re-established"} {
+			evs := a.logs.events(t, msg)
+			require.NotEmpty(t, evs, msg)
+			for _, ev := range evs {
+				require.Equal(t, "info", ev["level"])
+				require.Equal(t, float64(1), ev["peer"])
+				require.Contains(t, []any{float64(0), float64(1)}, ev["rail"])
+			}
+		}
 	})
 }
 

@@ -351,9 +351,11 @@ func (m *Manager) handleEvent(ds *devState, ev ibv.AsyncEvent, now time.Time) {
 		}
 		c.stats.migrations.Add(1)
 		c.mu.Lock()
+		from := c.primary.Port
 		c.primary, c.hasAlt = pathOf(c.qp.Query().AV), false
+		c.lg.Info().Uint8("from_port", from).Uint8("port", c.primary.Port).Str("detail", ev.Detail).
+			Msg("hybridft: path migrated (APM)")
 		c.mu.Unlock()
-		m.log.Debug().Uint32("qp", ev.QPNum).Str("detail", ev.Detail).Msg("hybridft: path migrated")
 		m.armAlt(c, now)
 	case ibv.EventPathMigErr:
 		if c := ds.lookup(ev.QPNum); c != nil {
@@ -406,7 +408,7 @@ func (m *Manager) tick(c *Conn, now time.Time) {
 	st := c.state
 	if st == stFailed || st == stReady {
 		if to := m.opts.PartitionTimeout; to > 0 && !c.outageSince.IsZero() && now.Sub(c.outageSince) > to {
-			m.log.Warn().Uint64("conn", c.id).Msg("hybridft: no path to the peer within the partition timeout")
+			c.lg.Warn().Dur("outage", now.Sub(c.outageSince)).Msg("hybridft: no path to the peer within the partition timeout")
 			c.giveUpLocked(ErrPartition)
 			m.recStep(c, recEvent{Kind: recAbort}, now)
 			c.mu.Unlock()

@@ -286,7 +286,8 @@ func (d *OnDemand) step(ev odEvent, now time.Time) []*odLink {
 		case odConnect:
 			var err error
 			for i := 0; err == nil && i < len(a.Remote); i++ {
-				err = l.conns[i].Connect(a.Remote[i])
+				lg := d.m.log.With().Uint32("peer", a.Peer).Int("rail", i).Logger()
+				err = l.conns[i].ConnectWith(a.Remote[i], ConnectOptions{Log: &lg})
 			}
 			if err == nil {
 				closeConns(l.conns[len(a.Remote):])

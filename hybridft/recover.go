@@ -249,6 +249,10 @@ func (m *Manager) ready(c *Conn) {
 	c.stats.recoveries.Add(1)
 	c.state = stReady
 	c.tryRepostLocked()
-	m.log.Debug().Uint64("conn", c.id).Uint32("inc", c.inc).Uint8("port", c.primary.Port).Msg("hybridft: re-established")
+	ev := c.lg.Info().Uint32("incarnation", c.inc).Uint8("port", c.primary.Port)
+	if !c.outageSince.IsZero() {
+		ev = ev.Dur("outage", time.Since(c.outageSince))
+	}
+	ev.Msg("hybridft: connection re-established")
 	m.post(item{conn: c}) // arm an alternate path
 }

@@ -309,7 +309,8 @@ func (r *Runtime) connect(ctx context.Context) error {
 		}
 		k := min(len(cis), len(conns[p]))
 		for i := 0; i < k; i++ {
-			if err := conns[p][i].Connect(cis[i]); err != nil {
+			lg := r.log.With().Int("peer", p).Int("rail", i).Logger()
+			if err := conns[p][i].ConnectWith(cis[i], hybridft.ConnectOptions{Log: &lg}); err != nil {
 				return fmt.Errorf("rank %d rail %d: %w", p, i, err)
 			}
 		}

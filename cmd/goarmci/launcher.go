@@ -12,10 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mattn/go-isatty"
 
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/internal/config"
@@ -33,6 +37,12 @@ type job struct {
 	grace          time.Duration // SIGTERM → SIGKILL
 	stdin          io.Reader
 	stdout, stderr io.Writer
+}
+
+// isTerminal reports whether w is a terminal (an *os.File on a tty).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // rankExit is how one rank ended.
@@ -75,6 +85,10 @@ func (j *job) run(ctx context.Context) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// The ranks write through pipes: with the format left to "auto", they log console lines
+	// when the launcher's own stderr is a terminal, as a rank started alone on one would.
+	consoleLogs := !slices.ContainsFunc(j.env, func(kv string) bool { return strings.HasPrefix(kv, "GOARMCI_LOG_FORMAT=") }) &&
+		isTerminal(j.stderr)
 	outs := &lockedWriter{w: j.stdout}
 	cmds := make([]*exec.Cmd, j.np)
 	prefixers := make([]*prefixWriter, 0, 2*j.np)
@@ -96,6 +110,9 @@ func (j *job) run(ctx context.Context) int {
 		}
 		if j.startupTimeout > 0 {
 			cmd.Env = append(cmd.Env, "GOARMCI_STARTUP_TIMEOUT="+j.startupTimeout.String())
+		}
+		if consoleLogs {
+			cmd.Env = append(cmd.Env, "GOARMCI_LOG_FORMAT="+string(config.LogConsole))
 		}
 		po := &prefixWriter{prefix: []byte("[" + strconv.Itoa(r) + "] "), out: outs}
 		pe := &prefixWriter{prefix: []byte("[" + strconv.Itoa(r) + "] "), out: errOut}

@@ -1,4 +1,4 @@
-// Package bootstrap starts a goarmci job (DESIGN §4): it finds this process's rank and size
+// Package bootstrap starts a goarmci job: it finds this process's rank and size
 // from the launcher's environment (Detect), joins the job's rendezvous service and keeps it for
 // the whole job (Connect, Client.AllGather, Client.Barrier, a small key-value store), and tells
 // which ranks share a node (Client.Peers).

@@ -1,5 +1,5 @@
 // Package config holds goarmci's one typed configuration, parsed once from GOARMCI_*
-// environment variables and settable from Go code (DESIGN §5).
+// environment variables and settable from Go code.
 //
 // Every knob has a name, type, default, unit and one line of documentation, kept in one table
 // (Knobs) that `goarmci info` prints. Bootstrap variables written by launchers
@@ -46,6 +46,9 @@ const (
 	LogJSON LogFormat = "json"
 	// LogConsole writes human-readable lines.
 	LogConsole LogFormat = "console"
+	// LogAuto writes console lines when the log goes to a terminal, JSON otherwise (a file, a
+	// pipe, a launcher that collects output).
+	LogAuto LogFormat = "auto"
 )
 
 // Config is the runtime configuration. The zero value is not meaningful; start from Default()
@@ -66,7 +69,8 @@ type Config struct {
 	// LogFile is the log destination; empty means stderr; "%r" is replaced by the rank.
 	// GOARMCI_LOG_FILE.
 	LogFile string
-	// LogFormat: json or console. GOARMCI_LOG_FORMAT.
+	// LogFormat: auto (console on a terminal, JSON otherwise), json or console.
+	// GOARMCI_LOG_FORMAT.
 	LogFormat LogFormat
 	// StartupTimeout bounds every wait at start-up (rendezvous, first exchange).
 	// GOARMCI_STARTUP_TIMEOUT.
@@ -85,7 +89,7 @@ type Config struct {
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing
 	// APM, as MVAPICH2's MV2_USE_APM_TEST). GOARMCI_APM_TEST.
 	APMTest time.Duration
-	// AckTimeout is the RC ACK timeout per QP attempt (DESIGN §3). GOARMCI_ACK_TIMEOUT.
+	// AckTimeout is the RC ACK timeout per QP attempt (IBA local ACK timeout). GOARMCI_ACK_TIMEOUT.
 	AckTimeout time.Duration
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
 	RetryCount int

@@ -149,16 +149,16 @@ var table = []Knob{
 		Doc: "log file (appended; %r = rank); empty = stderr",
 		get: func(c *Config) string { return c.LogFile },
 		set: func(c *Config, v string) error { c.LogFile = v; return nil }},
-	{Name: "GOARMCI_LOG_FORMAT", Type: "enum(json|console)", Default: "json",
-		Doc: "log encoding: one JSON object per line, or human-readable console lines",
+	{Name: "GOARMCI_LOG_FORMAT", Type: "enum(auto|json|console)", Default: "auto",
+		Doc: "log encoding: one JSON object per line, or human-readable console lines; auto = console on a terminal, JSON otherwise",
 		get: func(c *Config) string { return string(c.LogFormat) },
 		set: func(c *Config, v string) error {
 			switch f := LogFormat(strings.ToLower(strings.TrimSpace(v))); f {
-			case LogJSON, LogConsole:
+			case LogAuto, LogJSON, LogConsole:
 				c.LogFormat = f
 				return nil
 			}
-			return fmt.Errorf("want json or console")
+			return fmt.Errorf("want auto, json or console")
 		}},
 	{Name: "GOARMCI_STARTUP_TIMEOUT", Type: "duration", Default: "60s",
 		Doc: "deadline of every wait at start-up (rendezvous, first exchange)",

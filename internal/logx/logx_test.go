@@ -69,3 +69,38 @@ func TestErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "GOARMCI_LOG_FILE")
 }
+
+func TestConsoleChoice(t *testing.T) {
+	for _, tc := range []struct {
+		f    config.LogFormat
+		tty  bool
+		want bool
+	}{
+		{config.LogAuto, true, true}, {config.LogAuto, false, false}, {"", true, true}, {"", false, false},
+		{config.LogJSON, true, false}, {config.LogJSON, false, false},
+		{config.LogConsole, true, true}, {config.LogConsole, false, true},
+	} {
+		assert.Equal(t, tc.want, Console(tc.f, tc.tty), "format %q, terminal %v", tc.f, tc.tty)
+	}
+}
+
+// The default (auto) writes JSON to anything that is not a terminal; console on request.
+func TestAutoFormatOffTerminal(t *testing.T) {
+	c := config.Default()
+	require.Equal(t, config.LogAuto, c.LogFormat)
+	var buf bytes.Buffer
+	log, _, err := NewTo(&c, 1, &buf)
+	require.NoError(t, err)
+	log.Warn().Int("peer", 2).Msg("x")
+	var ev map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &ev))
+	assert.Equal(t, float64(2), ev["peer"])
+
+	require.NoError(t, c.Set("GOARMCI_LOG_FORMAT", "console"))
+	buf.Reset()
+	log, _, err = NewTo(&c, 1, &buf)
+	require.NoError(t, err)
+	log.Warn().Int("peer", 2).Msg("x")
+	assert.Contains(t, buf.String(), "peer=2")
+	assert.Contains(t, buf.String(), "rank=1")
+}
