@@ -27,10 +27,12 @@ type Array[T Elem] struct {
 	typ   rma.AccType
 	es    int // element size, bytes
 	me    int
-	local []T   // this rank's block, row-major (a view of seg.Local())
+	local []T   // this rank's block from its first interior element, row-major with leading dimensions ld (a view of seg.Local())
 	lo    []int // this rank's block bounds (0 / -1 when it owns nothing)
 	hi    []int
-	ld    []int // leading dimensions of the local block, len ndim-1
+	ld    []int // leading dimensions of the local storage, len ndim-1 (ghost cells included)
+	gw    []int // ghost cell widths per dimension (nil: no ghost cells)
+	raw   []T   // the whole local storage, ghost cells included (== local without ghosts)
 
 	destroyed atomic.Bool
 	accessed  atomic.Int32 // outstanding Access without Release
@@ -40,8 +42,9 @@ type Array[T Elem] struct {
 type Option func(*options)
 
 type options struct {
-	chunk []int
-	irreg [][]int
+	chunk  []int
+	irreg  [][]int
+	ghosts []int
 }
 
 // Chunk asks for blocks of at least chunk[d] elements along dimension d (NGA_Create's chunk
@@ -89,38 +92,61 @@ func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []in
 	} else {
 		d, err = dist.Regular(dims, rt.Size(), o.chunk)
 	}
+	if err == nil && o.ghosts != nil {
+		err = checkGhosts(dims, o.ghosts)
+	}
 	// Agree on the arguments before allocating, so no rank is left alone in ARMCI_Malloc.
-	h := argHash(typ, dims, d)
+	h := argHash(typ, dims, d, o.ghosts)
 	if aerr := agree(ctx, rt, h, err != nil); err == nil && aerr != nil {
 		err = aerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
-	return create[T](ctx, rt, name, d, typ)
+	return create[T](ctx, rt, name, d, typ, o.ghosts)
 }
 
-// create allocates an array over a validated distribution (collective).
-func create[T Elem](ctx context.Context, rt *rma.Runtime, name string, d *dist.Dist, typ rma.AccType) (*Array[T], error) {
+// create allocates an array over a validated distribution with ghost cell widths gw (nil:
+// none; collective).
+func create[T Elem](ctx context.Context, rt *rma.Runtime, name string, d *dist.Dist, typ rma.AccType, gw []int) (*Array[T], error) {
 	me := rt.Rank()
 	a := &Array[T]{rt: rt, name: name, d: d, typ: typ, es: typ.Size(), me: me}
+	if gw != nil {
+		a.gw = append([]int(nil), gw...)
+	}
 	a.lo, a.hi = d.Block(me)
 	n := d.NDim()
 	a.ld = make([]int, n-1)
-	for k := 1; k < n; k++ {
-		a.ld[k-1] = max(a.hi[k]-a.lo[k]+1, 0)
+	elems := 0
+	if d.BlockElems(me) > 0 {
+		elems = 1
+		for k := 0; k < n; k++ {
+			e := a.hi[k] - a.lo[k] + 1 + 2*a.ghost(k)
+			elems *= e
+			if k > 0 {
+				a.ld[k-1] = e
+			}
+		}
 	}
-	seg, err := rt.Malloc(ctx, d.BlockElems(me)*a.es)
+	seg, err := rt.Malloc(ctx, elems*a.es)
 	if err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
 	a.seg = seg
-	a.local = fromBytes[T](seg.Local())
+	a.raw = fromBytes[T](seg.Local())
+	a.local = a.raw
+	if gw != nil && elems > 0 {
+		off := 0
+		for k := 0; k < n; k++ {
+			off = off*a.storageExtent(k) + a.gw[k]
+		}
+		a.local = a.raw[off:]
+	}
 	return a, nil
 }
 
 // argHash digests what every rank must agree on at Create.
-func argHash(typ rma.AccType, dims []int, d *dist.Dist) int64 {
+func argHash(typ rma.AccType, dims []int, d *dist.Dist, ghosts []int) int64 {
 	f := fnv.New64a()
 	var b [8]byte
 	put := func(v int) {
@@ -131,6 +157,10 @@ func argHash(typ rma.AccType, dims []int, d *dist.Dist) int64 {
 	put(len(dims))
 	for _, v := range dims {
 		put(v)
+	}
+	put(len(ghosts))
+	for _, w := range ghosts {
+		put(w)
 	}
 	if d != nil {
 		for _, s := range d.Map() {
@@ -170,7 +200,7 @@ func (a *Array[T]) Duplicate(ctx context.Context, name string) (*Array[T], error
 	if a.destroyed.Load() {
 		return nil, fmt.Errorf("ga: GA_Duplicate %q: %w", a.name, ErrDestroyed)
 	}
-	return create[T](ctx, a.rt, name, a.d, a.typ)
+	return create[T](ctx, a.rt, name, a.d, a.typ, a.gw)
 }
 
 // Destroy frees the array on every rank (GA_Destroy). Collective: it completes this rank's
@@ -232,8 +262,10 @@ func (a *Array[T]) LocateRegion(lo, hi []int) ([]Block, error) {
 // Access returns this rank's block in place, without copying (NGA_Access on the bounds from
 // NGA_Distribution): data holds the block row-major with leading dimensions ld (len ndim-1),
 // so element (i0, ..., in-1) of the block, relative to its lo, is data[(i0·ld[0] + i1)·ld[1]
-// + ...]. A rank that owns nothing gets an empty slice. Writes to data are seen by other ranks
-// after a Sync; call Release when done.
+// + ...]. On an array with ghost cells ld counts them and data starts at the first element of
+// the block proper (AccessGhosts gives the storage from its first ghost cell). A rank that owns
+// nothing gets an empty slice. Writes to data are seen by other ranks after a Sync; call
+// Release when done.
 //
 // Errors: ErrDestroyed.
 func (a *Array[T]) Access() (data []T, ld []int, err error) {

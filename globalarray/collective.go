@@ -30,7 +30,7 @@ func (a *Array[T]) elementwise(ctx context.Context, call string, fn func(data []
 	if err := a.rt.Barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
-	fn(a.local)
+	a.interior(func(row []T, _ int) { fn(row) })
 	if err := a.rt.Barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
@@ -86,15 +86,20 @@ func (a *Array[T]) sameShape(call string, b *Array[T]) error {
 	return nil
 }
 
-// alignedTo returns the elements of a that correspond to like's local block, row-major with
-// like's block shape: a's own local block when both have the same distribution, else a copy
-// fetched with Get (like's block lies inside a's bounds, as the shapes are equal).
+// alignedTo returns the elements of a that correspond to like's local block, packed row-major
+// with like's block shape: a's own local block when both have the same distribution (a copy
+// when a has ghost cells), else a copy fetched with Get (like's block lies inside a's bounds,
+// as the shapes are equal).
 func (a *Array[T]) alignedTo(ctx context.Context, like *Array[T]) ([]T, error) {
-	if a.d.Equal(like.d) || len(like.local) == 0 {
-		return a.local, nil
+	n := like.d.BlockElems(like.me)
+	if n == 0 {
+		return nil, nil
 	}
-	buf := make([]T, len(like.local))
-	if err := a.Get(ctx, like.lo, like.hi, buf, like.ld); err != nil {
+	if a.d.Equal(like.d) {
+		return a.packedLocal(), nil
+	}
+	buf := make([]T, n)
+	if err := a.Get(ctx, like.lo, like.hi, buf, nil); err != nil {
 		return nil, err
 	}
 	return buf, nil
@@ -117,7 +122,7 @@ func (a *Array[T]) Copy(ctx context.Context, dst *Array[T]) error {
 		if err != nil {
 			return fmt.Errorf("ga: %s: %w", call, err)
 		}
-		copy(dst.local, src)
+		dst.interior(func(row []T, k int) { copy(row, src[k:]) })
 	}
 	if err := a.rt.Barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
@@ -143,9 +148,11 @@ func (a *Array[T]) Dot(ctx context.Context, b *Array[T]) (T, error) {
 	if err != nil {
 		return sum, fmt.Errorf("ga: %s: %w", call, err)
 	}
-	for i, x := range b.local {
-		sum += av[i] * x
-	}
+	b.interior(func(row []T, k int) {
+		for i, x := range row {
+			sum += av[k+i] * x
+		}
+	})
 	v := []T{sum}
 	if err := a.rt.AllReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
@@ -182,9 +189,11 @@ func Add[T Elem](ctx context.Context, alpha T, a *Array[T], beta T, b *Array[T],
 	if err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
-	for i := range c.local {
-		c.local[i] = alpha*av[i] + beta*bv[i]
-	}
+	c.interior(func(row []T, k int) {
+		for i := range row {
+			row[i] = alpha*av[k+i] + beta*bv[k+i]
+		}
+	})
 	if err := c.rt.Barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}

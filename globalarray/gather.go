@@ -54,7 +54,7 @@ func (a *Array[T]) elements(ctx context.Context, o op, name string, subs [][]int
 	offs := make([]int, len(subs))
 	count := make([]int, np+1)
 	for i, s := range subs {
-		r, e, err := a.d.Offset(s)
+		r, e, err := a.offset(s)
 		if err != nil {
 			return fmt.Errorf("ga: %s %q: subscript %d: %w", name, a.name, i, err)
 		}

@@ -130,7 +130,9 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 	var s dist.Strided
 	if block && c.Count() == 1 {
 		c.Next()
-		dist.Describe(c.BlockLo(), c.BlockHi(), c.Lo(), c.Hi(), lo, bs[:n], a.es, &s)
+		var slo, shi [dist.MaxDims]int
+		bl, bh := a.storage(c.BlockLo(), c.BlockHi(), &slo, &shi)
+		dist.Describe(bl, bh, c.Lo(), c.Hi(), lo, bs[:n], a.es, &s)
 		if _, err := a.issue(ctx, o, &s, c.Rank, bytes, scale, true); err != nil {
 			return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, err)
 		}
@@ -162,8 +164,10 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 // rma does), and returns the error.
 func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []int, buf []byte, scale complex128, hs []*rma.Handle) ([]*rma.Handle, error) {
 	var s dist.Strided
+	var slo, shi [dist.MaxDims]int
 	for c.Next() {
-		dist.Describe(c.BlockLo(), c.BlockHi(), c.Lo(), c.Hi(), lo, bs, a.es, &s)
+		bl, bh := a.storage(c.BlockLo(), c.BlockHi(), &slo, &shi)
+		dist.Describe(bl, bh, c.Lo(), c.Hi(), lo, bs, a.es, &s)
 		x, err := a.issue(ctx, o, &s, c.Rank, buf, scale, false)
 		if err != nil {
 			_ = waitAll(context.WithoutCancel(ctx), hs)
@@ -205,7 +209,7 @@ func (a *Array[T]) ReadInc(ctx context.Context, subscript []int, inc int64) (int
 	default:
 		return 0, fmt.Errorf("ga: NGA_Read_inc %q of %v elements: %w", a.name, a.typ, ErrType)
 	}
-	rank, elem, err := a.d.Offset(subscript)
+	rank, elem, err := a.offset(subscript)
 	if err != nil {
 		return 0, fmt.Errorf("ga: NGA_Read_inc %q: %w", a.name, err)
 	}

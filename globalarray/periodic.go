@@ -15,14 +15,16 @@ import (
 // Errors: ErrShape (bounds of the wrong length, a bad ld or buffer), ErrOutOfBounds (hi < lo, or
 // a patch longer than the array), ErrDestroyed: nothing is read; rma errors.
 func (a *Array[T]) PeriodicGet(ctx context.Context, lo, hi []int, buf []T, ld []int) error {
-	return a.periodic(ctx, opGet, "NGA_Periodic_get", lo, hi, buf, ld, 0)
+	_, err := a.periodic(ctx, opGet, "NGA_Periodic_get", lo, hi, buf, ld, 0, true)
+	return err
 }
 
 // PeriodicPut copies buf into the patch [lo, hi] with wrapped indices (NGA_Periodic_put).
 //
 // Errors: as PeriodicGet; nothing is written.
 func (a *Array[T]) PeriodicPut(ctx context.Context, lo, hi []int, buf []T, ld []int) error {
-	return a.periodic(ctx, opPut, "NGA_Periodic_put", lo, hi, buf, ld, 0)
+	_, err := a.periodic(ctx, opPut, "NGA_Periodic_put", lo, hi, buf, ld, 0, true)
+	return err
 }
 
 // PeriodicAcc adds alpha·buf into the patch [lo, hi] with wrapped indices (NGA_Periodic_acc),
@@ -30,27 +32,30 @@ func (a *Array[T]) PeriodicPut(ctx context.Context, lo, hi []int, buf []T, ld []
 //
 // Errors: as PeriodicGet; nothing is changed.
 func (a *Array[T]) PeriodicAcc(ctx context.Context, lo, hi []int, buf []T, ld []int, alpha T) error {
-	return a.periodic(ctx, opAcc, "NGA_Periodic_acc", lo, hi, buf, ld, alpha)
+	_, err := a.periodic(ctx, opAcc, "NGA_Periodic_acc", lo, hi, buf, ld, alpha, true)
+	return err
 }
 
 // wrapped is one piece of a periodic range along a dimension: the array indices [lo, hi] and
 // the offset of lo within the patch.
 type wrapped struct{ lo, hi, at int }
 
-func (a *Array[T]) periodic(ctx context.Context, o op, call string, lo, hi []int, buf []T, ld []int, alpha T) error {
+// periodic issues a wrapped patch transfer: blocking (block set; the handle is nil), or
+// non-blocking with one handle for every piece (on an error, what was issued is waited for).
+func (a *Array[T]) periodic(ctx context.Context, o op, call string, lo, hi []int, buf []T, ld []int, alpha T, block bool) (*Handle, error) {
 	if err := a.alive(call); err != nil {
-		return err
+		return nil, err
 	}
 	n, dims := a.d.NDim(), a.d.Dims()
 	if len(lo) != n || len(hi) != n {
-		return fmt.Errorf("ga: %s %q: bounds of %d/%d entries for %d dimensions: %w", call, a.name, len(lo), len(hi), n, ErrShape)
+		return nil, fmt.Errorf("ga: %s %q: bounds of %d/%d entries for %d dimensions: %w", call, a.name, len(lo), len(hi), n, ErrShape)
 	}
 	ext := make([]int, n)
 	pieces := make([][]wrapped, n)
 	for d := 0; d < n; d++ {
 		ext[d] = hi[d] - lo[d] + 1
 		if ext[d] < 1 || ext[d] > dims[d] {
-			return fmt.Errorf("ga: %s %q: dimension %d: [%d, %d] is empty or longer than the period %d: %w",
+			return nil, fmt.Errorf("ga: %s %q: dimension %d: [%d, %d] is empty or longer than the period %d: %w",
 				call, a.name, d, lo[d], hi[d], dims[d], ErrOutOfBounds)
 		}
 		l := ((lo[d] % dims[d]) + dims[d]) % dims[d]
@@ -70,8 +75,9 @@ func (a *Array[T]) periodic(ctx context.Context, o op, call string, lo, hi []int
 	}
 	var bs [dist.MaxDims]int
 	if _, err := dist.BufStrides(zero, last, ld, len(buf), bs[:n]); err != nil {
-		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
+		return nil, fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
+	var nb Handle
 	// every combination of one piece per dimension is an ordinary patch
 	idx := make([]int, n)
 	slo, shi := make([]int, n), make([]int, n)
@@ -82,8 +88,13 @@ func (a *Array[T]) periodic(ctx context.Context, o op, call string, lo, hi []int
 			slo[d], shi[d] = p.lo, p.hi
 			off += p.at * bs[d]
 		}
-		if _, err := a.patch(ctx, o, slo, shi, buf[off:], ld, alpha, true); err != nil {
-			return fmt.Errorf("ga: %s: %w", call, err)
+		h, err := a.patch(ctx, o, slo, shi, buf[off:], ld, alpha, block)
+		if h != nil {
+			nb.hs = append(nb.hs, h.hs...)
+		}
+		if err != nil {
+			_ = waitAll(context.WithoutCancel(ctx), nb.hs)
+			return nil, fmt.Errorf("ga: %s: %w", call, err)
 		}
 		d := n - 1
 		for ; d >= 0; d-- {
@@ -93,7 +104,10 @@ func (a *Array[T]) periodic(ctx context.Context, o op, call string, lo, hi []int
 			idx[d] = 0
 		}
 		if d < 0 {
-			return nil
+			if block {
+				return nil, nil
+			}
+			return &nb, nil
 		}
 	}
 }
