@@ -131,8 +131,8 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 				ErrStartupTimeout, info, addr, cause)
 		}
 		if errors.Is(err, ErrProtocol) {
-			return nil, fmt.Errorf("bootstrap: %s: %s is not a goarmci rendezvous (another program listening on that port?): %w",
-				info, addr, err)
+			return nil, fmt.Errorf("bootstrap: %s: %s is not a goarmci rendezvous of this version "+
+				"(another program listening on that port?): %w", info, addr, err)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("bootstrap: %s: %s closed the connection without a welcome: not a goarmci rendezvous, "+
@@ -301,8 +301,11 @@ func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, ho
 		port := strconv.Itoa(slurmPort(info.JobID))
 		if info.Rank == 0 {
 			if err := c.host(o, ":"+port); err != nil {
-				return "", false, fmt.Errorf("%w: the port derived from job step %s is taken (by another job step on this "+
-					"node?): set %s=host:port to choose another port", err, info.JobID, config.EnvRDV)
+				if errors.Is(err, ErrAddrInUse) {
+					return "", false, fmt.Errorf("%w: the port derived from job step %s is taken (by another job step on "+
+						"this node?): set %s=host:port to choose another port", err, info.JobID, config.EnvRDV)
+				}
+				return "", false, fmt.Errorf("%w (set %s=host:port to choose another port)", err, config.EnvRDV)
 			}
 			return dialable(net.JoinHostPort(hosts[0], port), c.server.Addr()), true, nil
 		}

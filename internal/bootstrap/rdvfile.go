@@ -177,13 +177,15 @@ func readRDVFile(path string) (string, error) {
 }
 
 // awaitRDVFile waits until the rendezvous file at path names an address that answers, and
-// returns that address and the connection. It re-reads the file after every failed dial, so a
-// file left by an earlier job under the same name is replaced by rank 0's as soon as rank 0
-// writes it. Backoff from 5 ms to 500 ms, until ctx ends: then the error wraps
+// returns that address and the connection. It re-reads the file after every failed dial (each
+// bounded to 5 s), so a file left by an earlier job under the same name is replaced by rank 0's
+// as soon as rank 0 writes it. Backoff from 5 ms to 500 ms, until ctx ends: then the error wraps
 // ErrStartupTimeout and ctx.Err() and names the file, GOARMCI_RDV_DIR and what to do. A file
 // that is not this user's or does not parse is an error at once (ErrProtocol).
 func awaitRDVFile(ctx context.Context, info Info, path string) (string, net.Conn, error) {
-	var d net.Dialer
+	// A dial attempt is bounded so that an address of a host that no longer answers (a stale
+	// file) does not hold the wait past rank 0's fresh file.
+	d := net.Dialer{Timeout: 5 * time.Second}
 	backoff := 5 * time.Millisecond
 	addr := ""
 	var lastErr error
