@@ -82,6 +82,11 @@ func writeInfo(w io.Writer) error {
 		fmt.Fprintf(w, "warning: %s\n", wn)
 	}
 	// Launcher variables the bootstrap does not read without the others are still checked.
+	if v := os.Getenv(config.EnvRDVDir); v != "" && !filepath.IsAbs(v) {
+		msg := fmt.Sprintf("config: bad value: %s=%q: want an absolute directory path", config.EnvRDVDir, v)
+		problems = append(problems, msg)
+		fmt.Fprintf(w, "error: %s\n", msg)
+	}
 	for _, k := range config.Knobs() {
 		if v, set := os.LookupEnv(k.Name); k.Launcher && k.Type == "int" && set && v != "" {
 			if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 {
@@ -170,8 +175,8 @@ func rendezvousDesc(info bootstrap.Info) string {
 		return "published by rank 0 in the PMI-1 key-value space"
 	case info.Launcher == bootstrap.LauncherSlurm:
 		return "rank 0 on the first host of " + orNone(info.Nodelist) + " at a port derived from the job id"
-	case info.Launcher == bootstrap.LauncherOpenMPI:
-		return "missing: set GOARMCI_RDV=host:port (required with Open MPI)"
+	case info.RDVFile != "":
+		return "rank 0 writes its address to " + info.RDVFile
 	case info.Size == 1:
 		return "in-process (single rank)"
 	}

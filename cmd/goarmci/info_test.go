@@ -37,6 +37,7 @@ var badKnobValues = map[string]string{
 	config.EnvRDV:       "nohost",
 	config.EnvLocalRank: "x",
 	config.EnvLocalSize: "1.5",
+	config.EnvRDVDir:    "relative/dir",
 }
 
 // anyValue are knobs every value of which is valid.

@@ -61,6 +61,7 @@ type Client struct {
 	// Owned pieces started by Connect for this rank.
 	server       *Server
 	pmi          *pmiClient
+	rdvFile      string // the rendezvous file this rank wrote, until removed
 	closeTimeout time.Duration
 	closeOnce    sync.Once
 	closeErr     error

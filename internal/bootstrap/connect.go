@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
+	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/internal/config"
 )
 
 // pmiRDVKey is the PMI key under which rank 0 publishes the rendezvous address.
@@ -52,13 +58,22 @@ func WithPartitionTimeout(d time.Duration) Option {
 //     read it after a PMI barrier.
 //   - Slurm: rank 0 hosts it on the first host of SLURM_STEP_NODELIST, at a port derived from
 //     the job and step ids.
-//   - Open MPI without GOARMCI_RDV: error wrapping ErrBadEnv (mpirun has no key-value service
-//     reachable without MPI; pass -x GOARMCI_RDV=host-of-rank-0:port).
+//   - Open MPI without GOARMCI_RDV (mpirun offers no key-value service reachable without
+//     linking MPI or PMIx): rank 0 hosts it on an ephemeral port — on loopback when every rank
+//     is on its node, else on every interface, advertising the address of its first up
+//     non-loopback IPv4 interface as under PMI-1 — and writes host:port atomically (mode 0600)
+//     to Info.RDVFile (see Detect: in GOARMCI_RDV_DIR, else a node-local temporary directory
+//     when every rank is on one node, else $HOME/.goarmci/rdv). The others poll the file
+//     (5 ms to 500 ms backoff) and re-read it after a failed dial. Rank 0 removes the file once
+//     every rank has joined, or when its Connect fails.
 //   - a single process: rank 0 hosts it on loopback.
 //
 // A service this rank hosts is owned by the Client and stopped by Close after every rank has
 // left. Errors: ErrBadEnv, ErrStartupTimeout (naming the launcher and the ranks that never
-// arrived; also wraps ctx.Err()), ErrRefused, ErrPeerLost, ErrPMI.
+// arrived, or the rendezvous file that never appeared; also wraps ctx.Err()), ErrAddrInUse
+// (rank 0 must host the service on a fixed port that another process holds), ErrProtocol (the
+// address answered with something that is not a goarmci rendezvous), ErrRefused, ErrPeerLost,
+// ErrPMI.
 func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err error) {
 	o := connectOptions{log: zerolog.Nop(), closeTimeout: 60 * time.Second, failTimeout: DefaultFailureTimeout,
 		partTimeout: DefaultPartitionTimeout}
@@ -88,12 +103,15 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		// unreachable: locate dials PMI for every PMI rank
 		return nil, fmt.Errorf("%w: PMI not connected", ErrPMI)
 	}
-	conn, err := dialRetry(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: rendezvous %s never answered (its host: %s): %w", ErrStartupTimeout, info,
-			addr, rdvHostDesc(info), err)
+	if c.conn == nil { // the rendezvous file's reader dials in locate
+		conn, err := dialRetry(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: rendezvous %s never answered (its host: %s): %w", ErrStartupTimeout, info,
+				addr, rdvHostDesc(info), err)
+		}
+		c.conn = conn
 	}
-	c.conn = conn
+	conn := c.conn
 
 	// Hello / Welcome under ctx.
 	stop := deadlineFromContext(ctx, conn)
@@ -109,7 +127,16 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 	stop()
 	if err != nil {
 		if cause := ctxCause(ctx, err); cause != nil {
-			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s: %w", ErrStartupTimeout, info, addr, cause)
+			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s (another program listening on that port?): %w",
+				ErrStartupTimeout, info, addr, cause)
+		}
+		if errors.Is(err, ErrProtocol) {
+			return nil, fmt.Errorf("bootstrap: %s: %s is not a goarmci rendezvous of this version "+
+				"(another program listening on that port?): %w", info, addr, err)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return nil, fmt.Errorf("bootstrap: %s: %s closed the connection without a welcome: not a goarmci rendezvous, "+
+				"or its host failed: %w", info, addr, err)
 		}
 		return nil, fmt.Errorf("bootstrap: hello to rendezvous %s: %w", addr, err)
 	}
@@ -156,6 +183,7 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		}
 	}
 	c.started = true
+	c.removeRDVFile()
 	o.log.Debug().Str("rdv", addr).Str("job", c.jobID).Int("local", len(c.LocalRanks())).Msg("bootstrap: joined")
 	return c, nil
 }
@@ -184,6 +212,20 @@ func (c *Client) abort() {
 	if c.pmi != nil {
 		c.pmi.close()
 	}
+	c.removeRDVFile()
+}
+
+// removeRDVFile removes the rendezvous file this rank wrote, if any: after the first exchange
+// (every rank has read it) or when Connect fails. A failure is logged, not returned: the file
+// names one job and misleads no other.
+func (c *Client) removeRDVFile() {
+	if c.rdvFile == "" {
+		return
+	}
+	if err := os.Remove(c.rdvFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Warn().Err(err).Str("file", c.rdvFile).Msg("bootstrap: removing the rendezvous file")
+	}
+	c.rdvFile = ""
 }
 
 // locate finds the rendezvous address, starting the service when this rank hosts it.
@@ -196,6 +238,12 @@ func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, ho
 		if info.Rank == 0 {
 			_, port, _ := net.SplitHostPort(info.RDV)
 			if err := c.host(o, ":"+port); err != nil {
+				if errors.Is(err, ErrAddrInUse) {
+					err = fmt.Errorf("%w: choose a free port in %s=%s", err, config.EnvRDV, info.RDV)
+					if info.Launcher == LauncherOpenMPI {
+						err = fmt.Errorf("%w, or leave %s unset (rank 0 then picks a free port)", err, config.EnvRDV)
+					}
+				}
 				return "", false, err
 			}
 			return dialable(info.RDV, c.server.Addr()), true, nil
@@ -253,14 +301,38 @@ func (c *Client) locate(ctx context.Context, o *connectOptions) (addr string, ho
 		port := strconv.Itoa(slurmPort(info.JobID))
 		if info.Rank == 0 {
 			if err := c.host(o, ":"+port); err != nil {
-				return "", false, fmt.Errorf("%w (set GOARMCI_RDV=host:port to choose another port)", err)
+				if errors.Is(err, ErrAddrInUse) {
+					return "", false, fmt.Errorf("%w: the port derived from job step %s is taken (by another job step on "+
+						"this node?): set %s=host:port to choose another port", err, info.JobID, config.EnvRDV)
+				}
+				return "", false, fmt.Errorf("%w (set %s=host:port to choose another port)", err, config.EnvRDV)
 			}
 			return dialable(net.JoinHostPort(hosts[0], port), c.server.Addr()), true, nil
 		}
 		return net.JoinHostPort(hosts[0], port), false, nil
 	case info.Launcher == LauncherOpenMPI:
-		return "", false, fmt.Errorf("%w: Open MPI's mpirun offers no key-value service to goarmci: "+
-			"set GOARMCI_RDV=host:port, host = the node of rank 0, port free (mpirun -x GOARMCI_RDV=node01:29500 ...)", ErrBadEnv)
+		if info.RDVFile == "" {
+			return "", false, fmt.Errorf("%w: %s: Open MPI without %s and without a rendezvous file (Info.RDVFile, "+
+				"set by Detect)", ErrBadEnv, info, config.EnvRDV)
+		}
+		if info.Rank == 0 {
+			if err := c.host(o, rdvFileListen(info)); err != nil {
+				return "", false, err
+			}
+			addr := rdvFileAdvertise(info, c.server.Addr())
+			if err := writeRDVFile(info.RDVFile, addr); err != nil {
+				return "", false, fmt.Errorf("%w: %s: %w", ErrBadEnv, info, err)
+			}
+			c.rdvFile = info.RDVFile
+			o.log.Debug().Str("file", info.RDVFile).Str("rdv", addr).Msg("bootstrap: rendezvous file written")
+			return dialable(addr, c.server.Addr()), true, nil
+		}
+		addr, conn, err := awaitRDVFile(ctx, info, info.RDVFile)
+		if err != nil {
+			return "", false, err
+		}
+		c.conn = conn
+		return addr, false, nil
 	case info.Launcher == LauncherGoarmci:
 		return "", false, fmt.Errorf("%w: GOARMCI_RANK without GOARMCI_RDV", ErrBadEnv)
 	}
@@ -274,6 +346,9 @@ func (c *Client) host(o *connectOptions, listen string) error {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: %s: rendezvous port %s is already in use (another job?)", ErrAddrInUse, c.info, listen)
+		}
 		return fmt.Errorf("bootstrap: %s: hosting the rendezvous on %s: %w", c.info, listen, err)
 	}
 	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log),

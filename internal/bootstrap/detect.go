@@ -34,6 +34,9 @@ type Info struct {
 	HostID               string // node identity: GOARMCI_HOST_ID, else host name + "/" + boot id
 	// RDV is the rendezvous address host:port from GOARMCI_RDV ("" if unset).
 	RDV string
+	// RDVFile is, under Open MPI without GOARMCI_RDV, the file through which rank 0 hands its
+	// rendezvous address to the others (see rdvFilePath; "" otherwise).
+	RDVFile string
 	// Nodelist is Slurm's SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) in hostlist syntax.
 	Nodelist string
 	// PMI is set when a PMI-1 server is reachable (PMI_FD or PMI_PORT); the rendezvous address
@@ -65,8 +68,14 @@ func (i Info) String() string {
 // Slurm's when their rank or size differ (mpiexec inside the allocation) and otherwise describe
 // the same srun task (srun --mpi=pmi2), reported as Slurm with PMI available.
 //
+// Under Open MPI without GOARMCI_RDV, Info.RDVFile names the file through which rank 0 hands out
+// the rendezvous address: in GOARMCI_RDV_DIR, else <TMPDIR or /tmp>/goarmci-<uid> when every rank
+// is on this node (OMPI_COMM_WORLD_LOCAL_SIZE == OMPI_COMM_WORLD_SIZE), else $HOME/.goarmci/rdv;
+// named by user id and job id (PMIX_NAMESPACE).
+//
 // Empty variables count as unset. Errors wrap ErrBadEnv and name the variable: a value that is
-// not a number, rank outside [0, size), local rank outside [0, local size), a half-given pair.
+// not a number, rank outside [0, size), local rank outside [0, local size), a half-given pair, a
+// relative GOARMCI_RDV_DIR, an Open MPI job of several nodes without GOARMCI_RDV_DIR or HOME.
 func Detect() (Info, error) {
 	return DetectEnv(func(k string) (string, bool) {
 		v, ok := os.LookupEnv(k)
@@ -159,6 +168,13 @@ func DetectEnv(lookup func(string) (string, bool)) (Info, error) {
 	if info.LocalSize > info.Size || (info.LocalRank >= 0 && info.LocalSize >= 0 && info.LocalRank >= info.LocalSize) {
 		return Info{}, fmt.Errorf("%w: %s: local rank %d of %d, job size %d", ErrBadEnv, info.Launcher,
 			info.LocalRank, info.LocalSize, info.Size)
+	}
+	if info.Launcher == LauncherOpenMPI && info.RDV == "" && info.Size > 1 {
+		path, err := rdvFilePath(info, lookup, os.Getuid())
+		if err != nil {
+			return Info{}, err
+		}
+		info.RDVFile = path
 	}
 	return info, nil
 }

@@ -79,7 +79,7 @@ func TestDetectEnv(t *testing.T) {
 			Info{Launcher: LauncherPMI, Rank: 3, Size: 4, LocalRank: 3, LocalSize: 4}, true},
 		{"openmpi", map[string]string{"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "3",
 			"OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "PMIX_NAMESPACE": "prterun-x@1",
-			"SLURM_PROCID": "0", "SLURM_NTASKS": "3"}, // mpirun in an allocation: OMPI wins
+			"SLURM_PROCID": "0", "SLURM_NTASKS": "3", "HOME": "/home/u"}, // mpirun in an allocation: OMPI wins
 			Info{Launcher: LauncherOpenMPI, Rank: 1, Size: 3, LocalRank: 1, LocalSize: 2, JobID: "prterun-x@1"}, false},
 		{"pmi port", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2", "PMI_PORT": "host:1234", "PMI_ID": "0"},
 			Info{Launcher: LauncherPMI, Rank: 0, Size: 2, LocalRank: -1, LocalSize: -1}, true},

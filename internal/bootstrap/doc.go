@@ -13,8 +13,8 @@
 // collectives over all ranks. Where it runs: `goarmci run` hosts it and passes GOARMCI_RDV;
 // otherwise rank 0 hosts it inside Connect (owned by its Client, stopped on Close after every
 // rank has left) and the others learn its address from GOARMCI_RDV, the PMI-1 key-value space,
-// or, under Slurm, the first host of SLURM_STEP_NODELIST at a port derived from the job and
-// step ids. The wire format is versioned and length-prefixed (wire.go).
+// under Open MPI a file rank 0 writes (rdvfile.go), or, under Slurm, the first host of
+// SLURM_STEP_NODELIST at a port derived from the job and step ids. The wire format is versioned and length-prefixed (wire.go).
 //
 // The same connection detects failed ranks (liveness.go): a rank whose connection closes before
 // its goodbye, or that stays silent for the failure timeout (heartbeats), is reported to every

@@ -25,4 +25,8 @@ var (
 	ErrClosed = errors.New("bootstrap: closed")
 	// ErrPMI: the PMI-1 server answered with an error.
 	ErrPMI = errors.New("bootstrap: PMI error")
+	// ErrAddrInUse: rank 0 must host the rendezvous on a fixed port (the port of GOARMCI_RDV
+	// under a launcher other than goarmci run, or Slurm's port derived from the job id) and
+	// another process already listens there. The message names the address and what to do.
+	ErrAddrInUse = errors.New("bootstrap: rendezvous port in use")
 )

@@ -353,7 +353,9 @@ func TestSlurmDerivedPort(t *testing.T) {
 	connectAll(t, infos)
 }
 
-func TestOpenMPIWithoutRDV(t *testing.T) {
+// TestOpenMPIWithoutRDVOrFile: an Info built by hand without GOARMCI_RDV nor a rendezvous file
+// (Detect always sets one) is a bad environment, not a wait.
+func TestOpenMPIWithoutRDVOrFile(t *testing.T) {
 	_, err := Connect(context.Background(), Info{Launcher: LauncherOpenMPI, Rank: 1, Size: 2})
 	require.ErrorIs(t, err, ErrBadEnv)
 	assert.Contains(t, err.Error(), "GOARMCI_RDV")

@@ -88,6 +88,7 @@ const (
 	EnvLocalRank = "GOARMCI_LOCAL_RANK"
 	EnvLocalSize = "GOARMCI_LOCAL_SIZE"
 	EnvHostID    = "GOARMCI_HOST_ID"
+	EnvRDVDir    = "GOARMCI_RDV_DIR"
 )
 
 var table = []Knob{
@@ -253,7 +254,9 @@ var table = []Knob{
 	{Name: EnvRank, Type: "int", Launcher: true, Doc: "this process's rank (set by goarmci run)"},
 	{Name: EnvSize, Type: "int", Launcher: true, Doc: "number of ranks in the job (set by goarmci run)"},
 	{Name: EnvRDV, Type: "string", Launcher: true,
-		Doc: "host:port of the rendezvous service; set by goarmci run, required with Open MPI's mpirun"},
+		Doc: "host:port of the rendezvous service; set by goarmci run; with another launcher rank 0 hosts it at that port"},
+	{Name: EnvRDVDir, Type: "string", Launcher: true,
+		Doc: "Open MPI's mpirun without GOARMCI_RDV: directory of the file through which rank 0 hands out the rendezvous address; must be seen by every node (default: <TMPDIR or /tmp>/goarmci-<uid> when all ranks share a node, else $HOME/.goarmci/rdv)"},
 	{Name: EnvJobID, Type: "string", Launcher: true, Doc: "job id (set by goarmci run)"},
 	{Name: EnvLocalRank, Type: "int", Launcher: true, Doc: "rank among the ranks of this node (set by goarmci run)"},
 	{Name: EnvLocalSize, Type: "int", Launcher: true, Doc: "number of ranks on this node (set by goarmci run)"},
