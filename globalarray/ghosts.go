@@ -126,7 +126,7 @@ func (a *Array[T]) packedLocal() []T {
 func (a *Array[T]) HasGhosts() bool { return a.gw != nil }
 
 // GhostWidths returns a copy of the ghost widths per dimension, nil without ghost cells
-// (NGA_Inquire_ghost_width... as GA's width array of NGA_Create_ghosts).
+// (the width array of NGA_Create_ghosts).
 func (a *Array[T]) GhostWidths() []int {
 	if a.gw == nil {
 		return nil

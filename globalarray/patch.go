@@ -27,6 +27,20 @@ type Handle struct {
 	inline [4]*rma.Handle // storage for patches over few owners (one allocation per handle)
 }
 
+// Test reports whether every part of the operation has completed (NGA_NbTest), making progress
+// once; a completed operation still needs no Wait, but Wait returns its error.
+func (h *Handle) Test() bool {
+	if h == nil {
+		return true
+	}
+	for _, x := range h.hs {
+		if !x.Test() {
+			return false
+		}
+	}
+	return true
+}
+
 // Wait blocks until every part of the operation has completed (NGA_NbWait): for NbPut and
 // NbAcc the buffer may be reused, for NbGet it holds the patch. Waiting again returns nil.
 //
