@@ -18,9 +18,7 @@ type MR struct {
 	LKey   uint32
 	RKey   uint32
 	Access Access
-	// Provider data (e.g. the shared segment backing the memory).
-	Provider any
-	dead     atomic.Bool
+	dead   atomic.Bool
 }
 
 // RegMR registers buf with the given access (ibv_reg_mr). buf must be non-empty; remote write or

@@ -39,7 +39,7 @@ const (
 
 // conn is one TCP stream of a path; its reader hands frames to the engine (see reader).
 type conn struct {
-	d      *Driver
+	d      *driver
 	port   *port
 	remote string // the peer port's address (from the hello)
 	key    connKey
@@ -78,7 +78,7 @@ type conn struct {
 	pl   engine.Placement
 }
 
-func newConn(d *Driver, p *port, remote string) *conn {
+func newConn(d *driver, p *port, remote string) *conn {
 	c := &conn{d: d, port: p, remote: remote, settled: make(chan struct{}), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), iov: make([]unix.Iovec, 0, iovMax)}
 	c.writeFn = c.writev
@@ -97,7 +97,7 @@ var (
 
 // SendRef is the zero-copy Send of the transport (engine.RefSender).
 func (t *transport) SendRef(path ibv.AHAttr, hdr, payload []byte) error {
-	c, err := (*Driver)(t).stream(path)
+	c, err := (*driver)(t).stream(path)
 	if err != nil {
 		return err
 	}
@@ -246,20 +246,20 @@ func (c *conn) Uncork() {
 
 // Cork and Uncork of the transport (engine.Corker) cork the stream of a path.
 func (t *transport) Cork(path ibv.AHAttr) {
-	if c, err := (*Driver)(t).stream(path); err == nil {
+	if c, err := (*driver)(t).stream(path); err == nil {
 		c.Cork()
 	}
 }
 
 func (t *transport) Uncork(path ibv.AHAttr) {
-	if c, err := (*Driver)(t).stream(path); err == nil {
+	if c, err := (*driver)(t).stream(path); err == nil {
 		c.Uncork()
 	}
 }
 
 // LastActivity is when the stream of path last moved bytes (engine.StreamActivity; 0: none).
 func (t *transport) LastActivity(path ibv.AHAttr) int64 {
-	d := (*Driver)(t)
+	d := (*driver)(t)
 	k := connKey{port: path.PortNum, addr: path.Addr, dlid: path.DLID, pbits: path.SrcPathBits}
 	d.mu.Lock()
 	c := d.conns[k]
