@@ -67,3 +67,14 @@ func (d *Device) SwitchPort(c *ibv.Context, num uint8, down bool, fault func()) 
 	}
 	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventPortErr, Port: num, Detail: "link down"})
 }
+
+// DriverOf returns the driver of device dev as provider prov's driver type D (a provider's
+// functions on its devices, such as SetPortDown, find their driver with it). Errors wrap
+// ibv.ErrInvalidArgument (dev is another provider's device).
+func DriverOf[D ibv.Driver](prov string, dev *ibv.Context) (D, error) {
+	d, ok := provider.DeviceDriver(dev).(D)
+	if !ok {
+		return d, fmt.Errorf("%s: %w: %T is not a %s device", prov, ibv.ErrInvalidArgument, provider.DeviceDriver(dev), prov)
+	}
+	return d, nil
+}

@@ -247,9 +247,9 @@ func (d *driver) shutdown() error {
 // opened, the port reports ibv.PortDown and ibv.EventPortErr (ibv.EventPortActive when it comes
 // back) is posted. Errors wrap ibv.ErrInvalidArgument (not a tcp device, no such port).
 func SetPortDown(dev *ibv.Context, num uint8, down bool) error {
-	d, ok := provider.DeviceDriver(dev).(*driver)
-	if !ok {
-		return fmt.Errorf("tcp: %w: SetPortDown of a %T device", ibv.ErrInvalidArgument, provider.DeviceDriver(dev))
+	d, err := engine.DriverOf[*driver]("tcp", dev)
+	if err != nil {
+		return err
 	}
 	return d.setPortDown(num, down)
 }

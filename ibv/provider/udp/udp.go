@@ -168,9 +168,9 @@ func (d *driver) shutdown() error {
 // ibv.EventPortErr / ibv.EventPortActive is posted. Errors wrap ibv.ErrInvalidArgument (not a
 // udp device, no such port).
 func SetPortDown(dev *ibv.Context, num uint8, down bool) error {
-	d, ok := provider.DeviceDriver(dev).(*driver)
-	if !ok {
-		return fmt.Errorf("udp: %w: SetPortDown of a %T device", ibv.ErrInvalidArgument, provider.DeviceDriver(dev))
+	d, err := engine.DriverOf[*driver]("udp", dev)
+	if err != nil {
+		return err
 	}
 	return d.setPortDown(num, down)
 }
