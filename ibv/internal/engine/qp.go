@@ -277,7 +277,7 @@ func (q *QP) publishPath() {
 
 // loadAltPath is the APM path load ([Vishnu07 ch. 9], "path loading request"): check that the
 // alternate path is reachable, then REARM→ARMED (or EventPathMigErr). It runs on an engine-owned
-// goroutine because ibv.QP.SetArmed needs the QP's modify lock, which the caller holds.
+// goroutine because provider.SetArmed needs the QP's modify lock, which the caller holds.
 func (q *QP) loadAltPath(alt ibv.AHAttr) {
 	e := q.e
 	e.mu.RLock()
