@@ -63,7 +63,7 @@ func RunInterleave(ctx context.Context, rt *rma.Runtime, o ScenarioOptions) (*Re
 		Columns: []string{ColReorderOff, ColReorderOn, ColRatio}, Rows: rows,
 		Transport: rt.TransportTo(target), Ranks: rt.Size(),
 		Header: []string{
-			fmt.Sprintf("Rails: %d, policy %s", len(rt.Channel(target).Subchannels()), policyName(rt.Channel(target).Policy())),
+			fmt.Sprintf("Rails: %d, policy %s", rt.Rails(target).Len(), policyName(rt.Rails(target).Policy())),
 			fmt.Sprintf("Epoch: %d MPI_Put + %d MPI_Get of one size, MPI_Win_fence (window.Allocate); MB/s of both directions", InterleaveOps, InterleaveOps),
 		},
 	}, nil

@@ -135,14 +135,14 @@ func RunRails(ctx context.Context, rt *rma.Runtime, o ScenarioOptions) (*Result,
 	if me != origin {
 		return nil, nil
 	}
-	ch := rt.Channel(target)
+	ch := rt.Rails(target)
 	res := &Result{
 		Name: ScenarioRails, Title: "# goarmci multi-rail Put/Get Test", KeyLabel: "Size",
 		Columns:   []string{ColPutBW, ColGetBW, ColPutLat, ColGetLat},
 		Rows:      rows,
 		Transport: rt.TransportTo(target), Ranks: rt.Size(),
 		Header: []string{
-			fmt.Sprintf("Rails: %d, policy %s", len(ch.Subchannels()), policyName(ch.Policy())),
+			fmt.Sprintf("Rails: %d, policy %s", ch.Len(), policyName(ch.Policy())),
 			fmt.Sprintf("Bandwidth: windows of %d ARMCI_NbPut/NbGet + ARMCI_Fence; latency: ARMCI_Put + ARMCI_Fence, ARMCI_Get", o.Window),
 		},
 	}

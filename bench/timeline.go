@@ -46,10 +46,10 @@ func RunTimeline(ctx context.Context, rt *rma.Runtime, o ScenarioOptions, starte
 	if rt.Rank() == target {
 		peer = origin
 	}
-	ch := rt.Channel(peer)
+	ch := rt.Rails(peer)
 	subs := 0
 	if ch != nil {
-		subs = len(ch.Subchannels())
+		subs = ch.Len()
 	}
 	if rt.Rank() == origin {
 		buf := make([]byte, o.Size)

@@ -15,6 +15,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft/apm"
 	"github.com/goarmci/goarmci/hybridft/recovery"
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 // Sentinel errors.
@@ -246,7 +247,7 @@ func (ep *Endpoint) NewConn() (*Conn, error) {
 	c.ft, c.m = ep.ft, m
 	c.id = rand.Uint64() | 1
 	c.rec.recCore = newRecCore(c.id, m.opts.Resend, m.opts.Probe)
-	c.drv, _ = qp.Driver().(recoveryDriver)
+	c.drv, _ = provider.QPDriver(qp).(recoveryDriver)
 	c.log.init(qp.Cap().MaxSendWR)
 	c.home = apm.Path{Port: ep.Port}
 	c.primary = c.home
@@ -536,7 +537,7 @@ func (c *Conn) repost(e *entry) {
 		c.stats.completed.Add(1)
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], act.Value)
-		bufs, st := c.ep.Dev.LocalBuffers(c.ep.PD, &e.wr, true, nil)
+		bufs, st := provider.LocalBuffers(c.ep.Dev, c.ep.PD, &e.wr, true, nil)
 		if st == ibv.WCSuccess {
 			src := b[:e.wr.Opcode.AtomicSize()]
 			for _, d := range bufs {
@@ -557,8 +558,9 @@ func (c *Conn) completeLocal(e *entry, st ibv.WCStatus, vendor uint32) {
 		vendor = VendorSynthetic
 	}
 	e.state = esLocal
-	c.ep.CQ.Push(ibv.WC{WRID: e.wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(e.wr.Opcode), QPNum: c.qp.Num(),
+	provider.Push(c.ep.CQ, ibv.WC{WRID: e.wr.ID, Status: st, Opcode: provider.WCOpcodeOf(e.wr.Opcode), QPNum: c.qp.Num(),
 		ByteLen: uint32(e.wr.LocalLen()), VendorErr: vendor})
+
 }
 
 // giveUpLocked fails the connection for good with err: every logged request not posted

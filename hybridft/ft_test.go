@@ -21,7 +21,6 @@ import (
 type node struct {
 	m     *Manager
 	dev   *ibv.Context
-	drv   *tcp.Driver
 	ep    *Endpoint
 	mr    *ibv.MR
 	buf   []byte
@@ -54,7 +53,7 @@ func newNodeTCP(t *testing.T, o Options, rails, size int, drop func(uint8, []byt
 	})
 	ep, err := m.NewEndpoint(dev, 1, 1<<16)
 	require.NoError(t, err)
-	n := &node{m: m, dev: dev, drv: dev.Driver().(*tcp.Driver), ep: ep, buf: make([]byte, size)}
+	n := &node{m: m, dev: dev, ep: ep, buf: make([]byte, size)}
 	n.mr, err = ep.PD.RegMR(n.buf, ibv.AccessAll)
 	require.NoError(t, err)
 	return n
@@ -164,7 +163,7 @@ func TestAPMRailDownStream(t *testing.T) {
 	n := size / chunk
 	for i := 0; i < n; i++ {
 		if i == n/3 {
-			require.NoError(t, a.drv.SetPortDown(1, true))
+			require.NoError(t, tcp.SetPortDown(a.dev, 1, true))
 		}
 		off := i * chunk
 		wr := &ibv.SendWR{ID: uint64(i), Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(off, chunk)},
@@ -189,7 +188,7 @@ func TestSoftwareRecoveryExactlyOnce(t *testing.T) {
 	testutil.CheckGoroutines(t)
 	o := testOptions()
 	o.APM = false
-	exactlyOnceStorm(t, o, 2, ConnectOptions{}, nil, func(a, b *node) { require.NoError(t, a.drv.SetPortDown(1, true)) })
+	exactlyOnceStorm(t, o, 2, ConnectOptions{}, nil, func(a, b *node) { require.NoError(t, tcp.SetPortDown(a.dev, 1, true)) })
 }
 
 // Responses on rail 1 are lost from some point on (the responder executes, the requester never

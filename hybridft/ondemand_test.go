@@ -16,6 +16,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/ibv/provider/tcp"
+	"github.com/goarmci/goarmci/ibv/provider/udp"
 	"github.com/goarmci/goarmci/internal/testutil"
 )
 
@@ -294,12 +295,12 @@ func TestOnDemandLostMessages(t *testing.T) {
 func TestOnDemandCMRailDown(t *testing.T) {
 	testutil.CheckGoroutines(t)
 	a, b := newODNode(t, 1, 1), newODNode(t, 2, 1)
-	require.NoError(t, b.m.CM().Driver().SetPortDown(1, true))
+	require.NoError(t, udp.SetPortDown(b.m.CM().Device(), 1, true))
 	done := make(chan []*Conn, 1)
 	go func() { done <- a.dial(t, b) }()
 	require.Eventually(t, func() bool { return a.d.Stats().Resent >= 2 }, 30*time.Second, time.Millisecond)
 	require.Zero(t, b.qps(), "nothing arrived")
-	require.NoError(t, b.m.CM().Driver().SetPortDown(1, false))
+	require.NoError(t, udp.SetPortDown(b.m.CM().Device(), 1, false))
 	ca := <-done
 	cb := b.dial(t, a)
 	requirePaired(t, a, b, ca, cb, 1)
@@ -775,7 +776,7 @@ func TestOnDemandFailover(t *testing.T) {
 			n := size / chunk
 			for i := 0; i < n; i++ {
 				if i == n/3 {
-					require.NoError(t, a.drv.SetPortDown(1, true))
+					require.NoError(t, tcp.SetPortDown(a.dev, 1, true))
 				}
 				off := i * chunk
 				postRetry(t, ca[i%2], cl, &ibv.SendWR{ID: uint64(i), Opcode: ibv.OpRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(off, chunk)},

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider/tcp"
 	"github.com/goarmci/goarmci/internal/testutil"
 )
 
@@ -41,11 +42,11 @@ func TestRailFlapping(t *testing.T) {
 	away := func() bool { cl.poll(t); return a.conns[0].Port() != 1 }
 	home := func() bool { cl.poll(t); return a.conns[0].Port() == 1 }
 	for f := 0; f < 20; f++ {
-		require.NoError(t, a.drv.SetPortDown(1, true))
+		require.NoError(t, tcp.SetPortDown(a.dev, 1, true))
 		writes(t, a, b, cl, n, 16, chunk, nil)
 		n += 16
 		require.Eventually(t, away, 30*time.Second, time.Millisecond, "flap %d: the connection leaves rail 1", f)
-		require.NoError(t, a.drv.SetPortDown(1, false))
+		require.NoError(t, tcp.SetPortDown(a.dev, 1, false))
 		writes(t, a, b, cl, n, 16, chunk, nil)
 		n += 16
 		require.Eventually(t, home, 30*time.Second, time.Millisecond, "flap %d: rail 1 given back", f)
@@ -83,15 +84,15 @@ func TestShortPartition(t *testing.T) {
 		a.buf[i] = byte(i * 3)
 	}
 	cl := newCollector(a.ep)
-	require.NoError(t, a.drv.SetPortDown(1, true))
-	require.NoError(t, a.drv.SetPortDown(2, true))
+	require.NoError(t, tcp.SetPortDown(a.dev, 1, true))
+	require.NoError(t, tcp.SetPortDown(a.dev, 2, true))
 	writes(t, a, b, cl, 0, 16, 8<<10, nil)
 	time.Sleep(300 * time.Millisecond) // the partition lasts a while (not a timing assertion)
 	for i := 0; i < 20; i++ {
 		cl.poll(t)
 	}
 	require.Less(t, len(cl.got), 16, "nothing can complete while partitioned")
-	require.NoError(t, a.drv.SetPortDown(2, false))
+	require.NoError(t, tcp.SetPortDown(a.dev, 2, false))
 	cl.waitAll(t, 16)
 	for id, wc := range cl.got {
 		require.Equal(t, ibv.WCSuccess, wc.Status, "write %d: %v", id, CompletionError(&wc))
@@ -109,8 +110,8 @@ func TestLongPartition(t *testing.T) {
 	a, b := newNode(t, o, 2, 1<<20), newNode(t, o, 2, 1<<20)
 	link(t, a, b, 2, ConnectOptions{})
 	cl := newCollector(a.ep)
-	require.NoError(t, a.drv.SetPortDown(1, true))
-	require.NoError(t, a.drv.SetPortDown(2, true))
+	require.NoError(t, tcp.SetPortDown(a.dev, 1, true))
+	require.NoError(t, tcp.SetPortDown(a.dev, 2, true))
 	writes(t, a, b, cl, 0, 8, 4<<10, nil)
 	cl.waitAll(t, 8)
 	for id, wc := range cl.got {

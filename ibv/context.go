@@ -7,7 +7,8 @@ import (
 	"sync/atomic"
 )
 
-// Context is an opened device (struct ibv_context). Providers create it with NewContext.
+// Context is an opened device (struct ibv_context). A provider's Open creates it from its Driver
+// (ibv/provider.NewContext).
 type Context struct {
 	drv      Driver
 	mu       sync.Mutex
@@ -23,13 +24,10 @@ type Context struct {
 	done     chan struct{}
 }
 
-// NewContext wraps a provider's driver into a device context. Providers call it from their Open.
-func NewContext(drv Driver) *Context {
+// newContext wraps a provider's driver into a device context (ibv/provider.NewContext).
+func newContext(drv Driver) *Context {
 	return &Context{drv: drv, nextQPN: 1, evSignal: make(chan struct{}, 1), done: make(chan struct{})}
 }
-
-// Driver returns the provider side of the device (for providers and tests).
-func (c *Context) Driver() Driver { return c.drv }
 
 // QueryDevice describes the device (ibv_query_device).
 func (c *Context) QueryDevice() DeviceAttr { return c.drv.Attr() }
@@ -51,20 +49,14 @@ func (c *Context) Close() error {
 	return c.drv.Close()
 }
 
-// Closed reports whether Close was called.
-func (c *Context) Closed() bool { return c.closed.Load() }
+// lookupLKey returns the MR with local key k, or nil.
+func (c *Context) lookupLKey(k uint32) *MR { return lookup(c.mrs.lkeys.Load(), k) }
 
-// Done is closed when the context is closed (for provider goroutines).
-func (c *Context) Done() <-chan struct{} { return c.done }
+// lookupRKey returns the MR with remote key k, or nil.
+func (c *Context) lookupRKey(k uint32) *MR { return lookup(c.mrs.rkeys.Load(), k) }
 
-// LookupLKey returns the MR with local key k, or nil.
-func (c *Context) LookupLKey(k uint32) *MR { return lookup(c.mrs.lkeys.Load(), k) }
-
-// LookupRKey returns the MR with remote key k, or nil.
-func (c *Context) LookupRKey(k uint32) *MR { return lookup(c.mrs.rkeys.Load(), k) }
-
-// LookupQP returns the QP with number qpn, or nil.
-func (c *Context) LookupQP(qpn uint32) *QP {
+// lookupQP returns the QP with number qpn, or nil.
+func (c *Context) lookupQP(qpn uint32) *QP {
 	v, ok := c.qps.Load(qpn)
 	if !ok {
 		return nil
@@ -72,11 +64,11 @@ func (c *Context) LookupQP(qpn uint32) *QP {
 	return v.(*QP)
 }
 
-// RemoteSlice is the responder's check of an incoming RDMA/atomic request (IBA §9.7.4.1.5,
+// remoteSlice is the responder's check of an incoming RDMA/atomic request (IBA §9.7.4.1.5,
 // "memory access validation"): the rkey must name a live MR of the QP's PD whose access flags
 // include need, and [addr, addr+n) must lie inside it. On failure it returns WCRemAccessErr.
-func (c *Context) RemoteSlice(pd *PD, rkey uint32, addr, n uint64, need Access) ([]byte, WCStatus) {
-	mr := c.LookupRKey(rkey)
+func (c *Context) remoteSlice(pd *PD, rkey uint32, addr, n uint64, need Access) ([]byte, WCStatus) {
+	mr := c.lookupRKey(rkey)
 	if mr == nil || mr.dead.Load() || (pd != nil && mr.pd != pd) || mr.Access&need != need {
 		return nil, WCRemAccessErr
 	}
@@ -87,12 +79,12 @@ func (c *Context) RemoteSlice(pd *PD, rkey uint32, addr, n uint64, need Access) 
 	return b, WCSuccess
 }
 
-// LocalSlices resolves a scatter/gather list to memory: every SGE's lkey must name a live MR of
+// localSlices resolves a scatter/gather list to memory: every SGE's lkey must name a live MR of
 // pd (with AccessLocalWrite when write is set) and lie inside it; otherwise WCLocProtErr. The
 // slices are appended to dst.
-func (c *Context) LocalSlices(pd *PD, sgl []SGE, write bool, dst [][]byte) ([][]byte, WCStatus) {
+func (c *Context) localSlices(pd *PD, sgl []SGE, write bool, dst [][]byte) ([][]byte, WCStatus) {
 	for _, s := range sgl {
-		mr := c.LookupLKey(s.LKey)
+		mr := c.lookupLKey(s.LKey)
 		if mr == nil || mr.dead.Load() || (pd != nil && mr.pd != pd) || (write && mr.Access&AccessLocalWrite == 0) {
 			return dst, WCLocProtErr
 		}
@@ -105,13 +97,13 @@ func (c *Context) LocalSlices(pd *PD, sgl []SGE, write bool, dst [][]byte) ([][]
 	return dst, WCSuccess
 }
 
-// LocalBuffers resolves a work request's local buffer: LocalBuf as is, or its SGL through
-// LocalSlices.
-func (c *Context) LocalBuffers(pd *PD, wr *SendWR, write bool, dst [][]byte) ([][]byte, WCStatus) {
+// localBuffers resolves a work request's local buffer: LocalBuf as is, or its SGL through
+// localSlices.
+func (c *Context) localBuffers(pd *PD, wr *SendWR, write bool, dst [][]byte) ([][]byte, WCStatus) {
 	if wr.LocalBuf != nil {
 		return append(dst, wr.LocalBuf), WCSuccess
 	}
-	return c.LocalSlices(pd, wr.SGL, write, dst)
+	return c.localSlices(pd, wr.SGL, write, dst)
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).
@@ -134,8 +126,8 @@ func (e AsyncEvent) String() string {
 	return fmt.Sprintf("%v %s", e.Type, e.Detail)
 }
 
-// PostEvent queues an asynchronous event (for providers and the generic layer).
-func (c *Context) PostEvent(ev AsyncEvent) {
+// postEvent queues an asynchronous event (from providers and the generic layer).
+func (c *Context) postEvent(ev AsyncEvent) {
 	c.evMu.Lock()
 	c.events = append(c.events, ev)
 	c.evMu.Unlock()
@@ -196,8 +188,6 @@ func (pd *PD) Dealloc() error {
 type AH struct {
 	pd   *PD
 	Attr AHAttr
-	// Provider holds the provider's resolved destination.
-	Provider any
 }
 
 // CreateAH creates an address handle (ibv_create_ah).
@@ -252,6 +242,3 @@ func (s *SRQ) PostRecv(wr *RecvWR) error { return s.drv.PostRecv(wr) }
 
 // Destroy destroys the SRQ.
 func (s *SRQ) Destroy() error { return s.drv.Destroy() }
-
-// Driver returns the provider side (for providers).
-func (s *SRQ) Driver() SRQDriver { return s.drv }

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 )
 
-// CQ is a completion queue (struct ibv_cq). Providers add completions with Push; consumers take
-// them with Poll (ibv_poll_cq) or block in Wait (the completion-channel idiom).
+// CQ is a completion queue (struct ibv_cq). Providers add completions (ibv/provider.Push);
+// consumers take them with Poll (ibv_poll_cq) or block in Wait (the completion-channel idiom).
 type CQ struct {
 	ctx     *Context
 	mu      sync.Mutex
@@ -40,14 +40,14 @@ func (cq *CQ) Cap() int { return len(cq.q) }
 // Len is the number of completions waiting.
 func (cq *CQ) Len() int { return int(cq.count.Load()) }
 
-// Push adds a completion (for providers). When the CQ is full the completion is dropped, the CQ
-// is marked overrun and an EventCQErr is posted, as hardware does; Push then returns false.
-func (cq *CQ) Push(wc WC) bool {
+// push adds a completion (ibv/provider.Push). When the CQ is full the completion is dropped, the
+// CQ is marked overrun and an EventCQErr is posted, as hardware does; push then returns false.
+func (cq *CQ) push(wc WC) bool {
 	cq.mu.Lock()
 	if cq.n == len(cq.q) {
 		cq.mu.Unlock()
 		if cq.overrun.CompareAndSwap(false, true) {
-			cq.ctx.PostEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Detail: "CQ overrun"})
+			cq.ctx.postEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Detail: "CQ overrun"})
 		}
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestCQRingWraparound(t *testing.T) {
 	want := uint64(0) // next WRID expected from Poll
 	push := func(k int) {
 		for i := 0; i < k; i++ {
-			require.True(t, cq.Push(ibv.WC{WRID: next, ByteLen: uint32(next * 3)}))
+			require.True(t, provider.Push(cq, ibv.WC{WRID: next, ByteLen: uint32(next * 3)}))
 			next++
 		}
 	}
@@ -64,11 +65,11 @@ func TestCQOverrun(t *testing.T) {
 	c, _ := newStub(t)
 	cq, err := c.CreateCQ(2)
 	require.NoError(t, err)
-	require.True(t, cq.Push(ibv.WC{WRID: 1}))
-	require.True(t, cq.Push(ibv.WC{WRID: 2}))
-	assert.False(t, cq.Push(ibv.WC{WRID: 3}), "full: dropped")
+	require.True(t, provider.Push(cq, ibv.WC{WRID: 1}))
+	require.True(t, provider.Push(cq, ibv.WC{WRID: 2}))
+	assert.False(t, provider.Push(cq, ibv.WC{WRID: 3}), "full: dropped")
 	assert.True(t, cq.Overrun())
-	assert.False(t, cq.Push(ibv.WC{WRID: 4}))
+	assert.False(t, provider.Push(cq, ibv.WC{WRID: 4}))
 	ev := nextEvent(t, c)
 	assert.Equal(t, ibv.EventCQErr, ev.Type)
 	assert.Same(t, cq, ev.CQ)
@@ -78,7 +79,7 @@ func TestCQOverrun(t *testing.T) {
 	assert.Equal(t, uint64(1), wc[0].WRID)
 	assert.Equal(t, uint64(2), wc[1].WRID)
 	// One overrun, one event.
-	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventCommEst})
+	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventCommEst})
 	assert.Equal(t, ibv.EventCommEst, nextEvent(t, c).Type)
 }
 
@@ -91,7 +92,7 @@ func TestCQWait(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, cq.Wait(ctx), context.Canceled, "nothing there, context over")
 
-	require.True(t, cq.Push(ibv.WC{WRID: 5}))
+	require.True(t, provider.Push(cq, ibv.WC{WRID: 5}))
 	assert.NoError(t, cq.Wait(ctx), "a completion is there: no need to block")
 	require.Equal(t, 1, cq.Poll(make([]ibv.WC, 1)))
 
@@ -103,7 +104,7 @@ func TestCQWait(t *testing.T) {
 		defer wg.Done()
 		errc <- cq.Wait(context.Background())
 	}()
-	require.True(t, cq.Push(ibv.WC{WRID: 6}))
+	require.True(t, provider.Push(cq, ibv.WC{WRID: 6}))
 	wg.Wait()
 	require.NoError(t, <-errc)
 	wc := make([]ibv.WC, 1)
@@ -133,7 +134,7 @@ func TestCQConcurrentPushPoll(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				cq.Push(ibv.WC{WRID: uint64(p*per + i), QPNum: uint32(p)})
+				provider.Push(cq, ibv.WC{WRID: uint64(p*per + i), QPNum: uint32(p)})
 			}
 		}()
 	}

@@ -11,8 +11,11 @@
 //
 // Generic code here owns everything a provider does not need to know: the state machines
 // (qpstate.go), key allocation and the MR table (mr.go), completion queues (cq.go) and the async
-// event queue (event.go). A provider (package ibv/provider/...) implements Driver and QPDriver and
-// only moves bytes; network providers share one engine that owns RC/UD semantics.
+// event queue (context.go). A provider (ibv/provider/shm, tcp, udp) implements Driver and
+// QPDriver and only moves bytes; it reaches the objects' provider side (completions, events, its
+// own QP state changes, the key tables' checks) through package ibv/provider, as a
+// database/sql driver implements database/sql/driver. Network providers share one engine that
+// owns RC/UD semantics.
 //
 // Addresses are virtual addresses as in verbs: an MR covers [MR.Addr, MR.Addr+MR.Length), work
 // requests name local memory by (Addr, Length, LKey) and remote memory by (RemoteAddr, RKey).

@@ -2,7 +2,8 @@ package ibv
 
 // Driver is what a provider implements for one opened device. The generic layer calls it after
 // its own checks (state machine, keys, sizes); the driver only moves bytes and reports
-// completions (CQ.Push) and events (Context.PostEvent).
+// completions and events through package ibv/provider, which holds every provider-side
+// operation (Push, PostEvent, SetState, the key lookups and memory checks).
 type Driver interface {
 	// Attr describes the device.
 	Attr() DeviceAttr
@@ -14,7 +15,7 @@ type Driver interface {
 	DeregMR(mr *MR) error
 	// CreateQP creates the provider side of qp (type, CQs and capacities are set).
 	CreateQP(qp *QP) (QPDriver, error)
-	// CreateAH resolves an address handle; it may store provider data in ah.Provider.
+	// CreateAH resolves an address handle (checks its destination) and may refuse it.
 	CreateAH(ah *AH) error
 	// Close releases the device; it stops every goroutine the driver started.
 	Close() error

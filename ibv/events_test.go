@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,9 +26,9 @@ func nextEvent(t *testing.T, c *ibv.Context) ibv.AsyncEvent {
 
 func TestAsyncEventsFIFO(t *testing.T) {
 	c, _ := newStub(t)
-	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortErr, Port: 1})
-	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventQPFatal, QPNum: 3})
-	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortActive, Port: 1})
+	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventPortErr, Port: 1})
+	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventQPFatal, QPNum: 3})
+	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventPortActive, Port: 1})
 	assert.Equal(t, ibv.EventPortErr, nextEvent(t, c).Type)
 	ev := nextEvent(t, c)
 	assert.Equal(t, ibv.EventQPFatal, ev.Type)
@@ -45,7 +46,7 @@ func TestAsyncEventBlocksUntilPosted(t *testing.T) {
 		}
 		close(got)
 	}()
-	c.PostEvent(ibv.AsyncEvent{Type: ibv.EventCommEst, QPNum: 4})
+	provider.PostEvent(c, ibv.AsyncEvent{Type: ibv.EventCommEst, QPNum: 4})
 	ev, ok := <-got
 	require.True(t, ok)
 	assert.Equal(t, ibv.EventCommEst, ev.Type)
@@ -67,7 +68,7 @@ func TestAsyncEventContextAndClose(t *testing.T) {
 	assert.ErrorIs(t, <-errc, ibv.ErrClosed)
 	require.NoError(t, c.Close(), "second Close is a no-op")
 	assert.Equal(t, 1, d.closed, "the driver is closed once")
-	assert.True(t, c.Closed())
+	assert.True(t, provider.Closed(c))
 	_, err = c.AllocPD()
 	assert.ErrorIs(t, err, ibv.ErrClosed)
 	_, err = c.CreateCQ(1)
@@ -79,7 +80,7 @@ func TestCloseDestroysQPs(t *testing.T) {
 	c := qp.Context()
 	require.NoError(t, c.Close())
 	assert.True(t, d.qps[0].gone)
-	assert.Nil(t, c.LookupQP(qp.Num()))
+	assert.Nil(t, provider.LookupQP(c, qp.Num()))
 	assert.ErrorIs(t, qp.Modify(&ibv.QPAttr{State: ibv.StateInit}, ibv.AttrState), ibv.ErrClosed)
 }
 
@@ -96,7 +97,7 @@ func TestAddressHandle(t *testing.T) {
 	assert.ErrorIs(t, err, ibv.ErrInvalidArgument)
 	ah, err := pd.CreateAH(ibv.AHAttr{Addr: "stub:2", PortNum: 1})
 	require.NoError(t, err)
-	assert.Equal(t, "stub:2", ah.Provider)
+	assert.Equal(t, "stub:2", ah.Attr.Addr)
 	_, err = pd.CreateSRQ(4)
 	assert.ErrorIs(t, err, ibv.ErrUnsupported, "the stub has no SRQ")
 }

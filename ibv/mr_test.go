@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,8 +61,8 @@ func TestMRKeysAndLookup(t *testing.T) {
 		assert.False(t, seen[mr.LKey], "lkey reused")
 		assert.False(t, seen[mr.RKey], "rkey reused")
 		seen[mr.LKey], seen[mr.RKey] = true, true
-		assert.Same(t, mr, c.LookupLKey(mr.LKey))
-		assert.Same(t, mr, c.LookupRKey(mr.RKey))
+		assert.Same(t, mr, provider.LookupLKey(c, mr.LKey))
+		assert.Same(t, mr, provider.LookupRKey(c, mr.RKey))
 		assert.Equal(t, uint64(16), mr.Length)
 		assert.Same(t, pd, mr.PD())
 		assert.Equal(t, &buf[0], &mr.Buf()[0])
@@ -69,8 +70,8 @@ func TestMRKeysAndLookup(t *testing.T) {
 	}
 	for _, mr := range mrs {
 		require.NoError(t, mr.Dereg())
-		assert.Nil(t, c.LookupLKey(mr.LKey))
-		assert.Nil(t, c.LookupRKey(mr.RKey))
+		assert.Nil(t, provider.LookupLKey(c, mr.LKey))
+		assert.Nil(t, provider.LookupRKey(c, mr.RKey))
 	}
 	assert.Equal(t, 100, d.deregs)
 }
@@ -129,7 +130,7 @@ func TestMRDeregTwice(t *testing.T) {
 	assert.ErrorIs(t, err, ibv.ErrInvalidArgument)
 	assert.Equal(t, 1, d.deregs, "the driver hears of it once")
 	assert.NoError(t, pd.Dealloc(), "the PD reference is dropped once")
-	_, st := c.RemoteSlice(pd, mr.RKey, mr.Addr, 1, ibv.AccessRemoteRead)
+	_, st := provider.RemoteSlice(c, pd, mr.RKey, mr.Addr, 1, ibv.AccessRemoteRead)
 	assert.Equal(t, ibv.WCRemAccessErr, st)
 }
 
@@ -137,10 +138,10 @@ func TestRemoteSlice(t *testing.T) {
 	c, pd, mr, _ := newMR(t, 64, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
 	otherPD, err := c.AllocPD()
 	require.NoError(t, err)
-	b, st := c.RemoteSlice(pd, mr.RKey, mr.Addr+8, 8, ibv.AccessRemoteWrite)
+	b, st := provider.RemoteSlice(c, pd, mr.RKey, mr.Addr+8, 8, ibv.AccessRemoteWrite)
 	require.Equal(t, ibv.WCSuccess, st)
 	assert.Equal(t, []byte{8, 9, 10, 11, 12, 13, 14, 15}, b)
-	b, st = c.RemoteSlice(nil, mr.RKey, mr.Addr, 64, ibv.AccessRemoteWrite)
+	b, st = provider.RemoteSlice(c, nil, mr.RKey, mr.Addr, 64, ibv.AccessRemoteWrite)
 	assert.Equal(t, ibv.WCSuccess, st, "nil PD: no PD check")
 	assert.Len(t, b, 64)
 
@@ -162,7 +163,7 @@ func TestRemoteSlice(t *testing.T) {
 		{"wrapping length", pd, mr.RKey, mr.Addr + 1, math.MaxUint64, ibv.AccessRemoteWrite},
 	}
 	for _, c2 := range bad {
-		b, st := c.RemoteSlice(c2.pd, c2.key, c2.addr, c2.n, c2.need)
+		b, st := provider.RemoteSlice(c, c2.pd, c2.key, c2.addr, c2.n, c2.need)
 		assert.Equal(t, ibv.WCRemAccessErr, st, c2.name)
 		assert.Nil(t, b, c2.name)
 	}
@@ -175,7 +176,7 @@ func TestLocalSlices(t *testing.T) {
 	otherPD, err := c.AllocPD()
 	require.NoError(t, err)
 
-	bufs, st := c.LocalSlices(pd, []ibv.SGE{mr.SGE(0, 4), mr.SGE(60, 4), ro.SGE(0, 16)}, false, nil)
+	bufs, st := provider.LocalSlices(c, pd, []ibv.SGE{mr.SGE(0, 4), mr.SGE(60, 4), ro.SGE(0, 16)}, false, nil)
 	require.Equal(t, ibv.WCSuccess, st)
 	require.Len(t, bufs, 3)
 	assert.Equal(t, []byte{0, 1, 2, 3}, bufs[0])
@@ -196,19 +197,19 @@ func TestLocalSlices(t *testing.T) {
 		{"write into read-only", pd, []ibv.SGE{ro.SGE(0, 4)}, true},
 	}
 	for _, b := range bad {
-		_, st := c.LocalSlices(b.pd, b.sgl, b.write, nil)
+		_, st := provider.LocalSlices(c, b.pd, b.sgl, b.write, nil)
 		assert.Equal(t, ibv.WCLocProtErr, st, b.name)
 	}
 
 	lb := []byte{7, 7}
-	bufs, st = c.LocalBuffers(pd, &ibv.SendWR{LocalBuf: lb}, true, nil)
+	bufs, st = provider.LocalBuffers(c, pd, &ibv.SendWR{LocalBuf: lb}, true, nil)
 	require.Equal(t, ibv.WCSuccess, st)
 	require.Len(t, bufs, 1)
 	assert.Equal(t, &lb[0], &bufs[0][0], "LocalBuf is used in place")
-	_, st = c.LocalBuffers(pd, &ibv.SendWR{SGL: []ibv.SGE{ro.SGE(0, 1)}}, true, nil)
+	_, st = provider.LocalBuffers(c, pd, &ibv.SendWR{SGL: []ibv.SGE{ro.SGE(0, 1)}}, true, nil)
 	assert.Equal(t, ibv.WCLocProtErr, st)
 
 	require.NoError(t, mr.Dereg())
-	_, st = c.LocalSlices(pd, []ibv.SGE{mr.SGE(0, 4)}, false, nil)
+	_, st = provider.LocalSlices(c, pd, []ibv.SGE{mr.SGE(0, 4)}, false, nil)
 	assert.Equal(t, ibv.WCLocProtErr, st, "deregistered")
 }

@@ -115,9 +115,6 @@ func (qp *QP) SigAll() bool { return qp.sigAll }
 // Cap is the QP's queue capacities.
 func (qp *QP) Cap() QPCap { return qp.cap }
 
-// Driver returns the provider side.
-func (qp *QP) Driver() QPDriver { return qp.drv }
-
 // State is the current communication state.
 func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 
@@ -233,21 +230,21 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	return nil
 }
 
-// SetState is the provider's own state change (e.g. RTS→ERROR after retries are exhausted,
+// setState is the provider's own state change (e.g. RTS→ERROR after retries are exhausted,
 // SQD drained); it posts ev when ev.Type is non-zero.
-func (qp *QP) SetState(s QPState, ev AsyncEvent) {
+func (qp *QP) setState(s QPState, ev AsyncEvent) {
 	qp.state.Store(uint32(s))
 	if ev.Type != 0 {
 		ev.QPNum = qp.num
-		qp.ctx.PostEvent(ev)
+		qp.ctx.postEvent(ev)
 	}
 }
 
-// MigrateAuto is the provider's automatic path migration (ARMED→MIGRATED on a fault of the
+// migrateAuto is the provider's automatic path migration (ARMED→MIGRATED on a fault of the
 // primary path, [Vishnu07 ch. 9]): the alternate path becomes primary and EventPathMig is posted.
 // It returns the new primary path, or false when the QP was not ARMED (then the provider must
 // move the QP to ERROR).
-func (qp *QP) MigrateAuto(detail string) (AHAttr, bool) {
+func (qp *QP) migrateAuto(detail string) (AHAttr, bool) {
 	qp.mu.Lock()
 	a := &qp.attr
 	if a.PathMigState != Armed {
@@ -259,13 +256,13 @@ func (qp *QP) MigrateAuto(detail string) (AHAttr, bool) {
 	a.PathMigState = Migrated
 	av := a.AV
 	qp.mu.Unlock()
-	qp.ctx.PostEvent(AsyncEvent{Type: EventPathMig, QPNum: qp.num, Detail: detail})
+	qp.ctx.postEvent(AsyncEvent{Type: EventPathMig, QPNum: qp.num, Detail: detail})
 	return av, true
 }
 
-// SetArmed is the provider's REARM→ARMED (the alternate path is loaded). With ok false the load
+// setArmed is the provider's REARM→ARMED (the alternate path is loaded). With ok false the load
 // failed: the QP stays in REARM and EventPathMigErr is posted.
-func (qp *QP) SetArmed(ok bool, detail string) {
+func (qp *QP) setArmed(ok bool, detail string) {
 	qp.mu.Lock()
 	if qp.attr.PathMigState != Rearm {
 		qp.mu.Unlock()
@@ -276,7 +273,7 @@ func (qp *QP) SetArmed(ok bool, detail string) {
 	}
 	qp.mu.Unlock()
 	if !ok {
-		qp.ctx.PostEvent(AsyncEvent{Type: EventPathMigErr, QPNum: qp.num, Detail: detail})
+		qp.ctx.postEvent(AsyncEvent{Type: EventPathMigErr, QPNum: qp.num, Detail: detail})
 	}
 }
 
@@ -298,7 +295,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if wr.LocalBuf != nil && len(wr.SGL) != 0 {
 		return fmt.Errorf("%w: both LocalBuf and SGL given", ErrInvalidArgument)
 	}
-	if err := CheckSendWR(qp.typ, wr); err != nil {
+	if err := checkSendWR(qp.typ, wr); err != nil {
 		return err
 	}
 	return qp.drv.PostSend(wr)
@@ -338,14 +335,14 @@ func (qp *QP) PostSendSync(wr *SendWR) (WCStatus, error) {
 	if wr.LocalBuf != nil && len(wr.SGL) != 0 {
 		return WCGeneralErr, fmt.Errorf("%w: both LocalBuf and SGL given", ErrInvalidArgument)
 	}
-	if err := CheckSendWR(qp.typ, wr); err != nil {
+	if err := checkSendWR(qp.typ, wr); err != nil {
 		return WCGeneralErr, err
 	}
 	return sp.PostSendSync(wr)
 }
 
-// CheckSendWR validates a send work request's shape for a QP type (no memory access).
-func CheckSendWR(t QPType, wr *SendWR) error {
+// checkSendWR validates a send work request's shape for a QP type (no memory access).
+func checkSendWR(t QPType, wr *SendWR) error {
 	switch wr.Opcode {
 	case OpSend, OpSendImm:
 		if t == UD && wr.AH == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -111,7 +112,7 @@ func TestQPAPMRequests(t *testing.T) {
 	require.NoError(t, qp.Modify(&ibv.QPAttr{PathMigState: ibv.Rearm}, ibv.AttrPathMigState))
 
 	// The provider loads it.
-	qp.SetArmed(true, "loaded")
+	provider.SetArmed(qp, true, "loaded")
 	assert.Equal(t, ibv.Armed, qp.Query().PathMigState)
 
 	// Manual migration ARMED→MIGRATED swaps primary and alternate.
@@ -132,19 +133,19 @@ func TestQPAutoMigrationAndArmFailure(t *testing.T) {
 	driveTo(t, qp, ibv.StateRTS)
 	c := qp.Context()
 	primary := qp.Query().AV
-	_, ok := qp.MigrateAuto("fault")
+	_, ok := provider.MigrateAuto(qp, "fault")
 	assert.False(t, ok, "not ARMED: no migration")
 
 	alt := ibv.AHAttr{Addr: "stub:alt", PortNum: 1}
 	require.NoError(t, qp.Modify(&ibv.QPAttr{PathMigState: ibv.Rearm, AltAV: alt, AltPortNum: 1}, ibv.AttrPathMigState|ibv.AttrAltPath))
-	qp.SetArmed(false, "alt unreachable")
+	provider.SetArmed(qp, false, "alt unreachable")
 	assert.Equal(t, ibv.Rearm, qp.Query().PathMigState)
 	ev := nextEvent(t, c)
 	assert.Equal(t, ibv.EventPathMigErr, ev.Type)
 	assert.Equal(t, qp.Num(), ev.QPNum)
 
-	qp.SetArmed(true, "")
-	av, ok := qp.MigrateAuto("primary failed")
+	provider.SetArmed(qp, true, "")
+	av, ok := provider.MigrateAuto(qp, "primary failed")
 	require.True(t, ok)
 	assert.Equal(t, alt, av)
 	a := qp.Query()
@@ -215,13 +216,13 @@ func TestQPCreateChecks(t *testing.T) {
 	assert.NotEqual(t, q1.Num(), q2.Num())
 	assert.Equal(t, 3, q2.Cap().MaxSendWR)
 	assert.Equal(t, ibv.StateReset, q1.State())
-	assert.Same(t, q1, c.LookupQP(q1.Num()))
+	assert.Same(t, q1, provider.LookupQP(c, q1.Num()))
 
 	assert.ErrorIs(t, cq.Destroy(), ibv.ErrBusy, "CQ in use")
 	assert.ErrorIs(t, pd.Dealloc(), ibv.ErrBusy, "PD in use")
 	require.NoError(t, q1.Destroy())
 	require.NoError(t, q1.Destroy(), "second Destroy is a no-op")
-	assert.Nil(t, c.LookupQP(q1.Num()))
+	assert.Nil(t, provider.LookupQP(c, q1.Num()))
 	assert.ErrorIs(t, q1.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState), ibv.ErrClosed)
 	assert.ErrorIs(t, q1.PostSend(&ibv.SendWR{Opcode: ibv.OpSend}), ibv.ErrClosed)
 	assert.ErrorIs(t, q1.PostRecv(&ibv.RecvWR{}), ibv.ErrClosed)
@@ -302,7 +303,7 @@ func TestOpcodeTables(t *testing.T) {
 		ibv.OpRDMAWriteImm: ibv.WCRDMAWrite, ibv.OpRDMARead: ibv.WCRDMARead, ibv.OpAtomicCmpSwap: ibv.WCCompSwap,
 		ibv.OpAtomicFetchAdd: ibv.WCFetchAdd, ibv.OpAtomicSwap64: ibv.WCAtomicExt, ibv.OpAccumulate: ibv.WCAtomicExt}
 	for op, w := range wc {
-		assert.Equal(t, w, ibv.WCOpcodeOf(op), "%v", op)
+		assert.Equal(t, w, provider.WCOpcodeOf(op), "%v", op)
 	}
 	assert.Equal(t, uint64(12), (&ibv.SendWR{SGL: []ibv.SGE{{Length: 5}, {Length: 7}}}).LocalLen())
 	assert.Equal(t, uint64(3), (&ibv.SendWR{LocalBuf: make([]byte, 3)}).LocalLen())

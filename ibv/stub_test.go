@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,7 +69,7 @@ func (d *stubDriver) CreateQP(qp *ibv.QP) (ibv.QPDriver, error) {
 	return q, nil
 }
 
-func (d *stubDriver) CreateAH(ah *ibv.AH) error { ah.Provider = ah.Attr.Addr; return nil }
+func (d *stubDriver) CreateAH(ah *ibv.AH) error { return nil }
 
 func (d *stubDriver) Close() error {
 	d.mu.Lock()
@@ -114,7 +115,7 @@ func (q *stubQP) Destroy() error {
 func newStub(t *testing.T) (*ibv.Context, *stubDriver) {
 	t.Helper()
 	d := &stubDriver{}
-	c := ibv.NewContext(d)
+	c := provider.NewContext(d)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, d
 }

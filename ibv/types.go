@@ -194,23 +194,6 @@ const (
 	WCRecvRDMAImm
 )
 
-// WCOpcodeOf maps a send opcode to the opcode its completion reports.
-func WCOpcodeOf(o Opcode) WCOpcode {
-	switch o {
-	case OpSend, OpSendImm:
-		return WCSend
-	case OpRDMAWrite, OpRDMAWriteImm:
-		return WCRDMAWrite
-	case OpRDMARead:
-		return WCRDMARead
-	case OpAtomicCmpSwap:
-		return WCCompSwap
-	case OpAtomicFetchAdd:
-		return WCFetchAdd
-	}
-	return WCAtomicExt
-}
-
 // EventType is the type of an asynchronous event (enum ibv_event_type).
 type EventType uint8
 

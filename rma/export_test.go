@@ -1,6 +1,10 @@
 package rma
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/goarmci/goarmci/multirail"
+)
 
 // HasView reports whether this rank holds a load/store view of proc's part of s (direct.go).
 func (s *Segment) HasView(proc int) bool {
@@ -28,3 +32,7 @@ func (r *Runtime) FailAlloc(err error) {
 		nw.alloc = func(int) ([]byte, func() error, error) { return nil, nil, err }
 	}
 }
+
+// Channel is the multirail channel to network peer p (channel), for the tests that look at its
+// subchannels.
+func (r *Runtime) Channel(p int) *multirail.Channel { return r.channel(p) }

@@ -2,7 +2,6 @@ package rma
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/goarmci/goarmci/ibv"
 )
@@ -54,15 +53,6 @@ func (o ReduceOp) String() string {
 
 type number interface {
 	~int32 | ~int64 | ~float32 | ~float64
-}
-
-func view[T any](b []byte) []T {
-	var z T
-	n := len(b) / int(unsafe.Sizeof(z))
-	if n == 0 {
-		return nil
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 func reduceInto[T number](op ReduceOp, dst, src []T) {

@@ -173,11 +173,10 @@ func (r *Runtime) Rank() int { return r.rank }
 // Size is the number of ranks (armci_msg_nproc).
 func (r *Runtime) Size() int { return r.size }
 
-// Channel returns the multirail channel to network peer p — its subchannels (one per rail),
-// policy and per-subchannel counters — or nil for this rank itself, a bad rank, a peer of this
-// node (reached over shared memory, without a channel), or a peer connected on demand that has
-// not been used yet.
-func (r *Runtime) Channel(p int) *multirail.Channel {
+// channel returns the multirail channel to network peer p, or nil for this rank itself, a bad
+// rank, a peer of this node (reached over shared memory, without a channel), or a peer
+// connected on demand that has not been used yet.
+func (r *Runtime) channel(p int) *multirail.Channel {
 	if p < 0 || p >= r.size || p == r.rank || r.peers == nil {
 		return nil
 	}

@@ -52,13 +52,7 @@ func (r *Runtime) Stats() []PeerStats {
 		c := pe.ctr
 		s := PeerStats{Rank: pe.rank, Transport: r.TransportTo(pe.rank), Puts: c.puts.Load(), Gets: c.gets.Load(),
 			Accs: c.accs.Load(), Atomics: c.atomics.Load(), BytesOut: c.bytesOut.Load(), BytesIn: c.bytesIn.Load()}
-		if ch := r.Channel(pe.rank); ch != nil {
-			for i, sub := range ch.Subchannels() {
-				fs := sub.Stats()
-				s.Rails = append(s.Rails, RailStats{Posted: ch.Posted(i), PathMigrations: fs.PathMigrations,
-					Recoveries: fs.Recoveries, Reposted: fs.Reposted})
-			}
-		}
+		s.Rails = r.Rails(pe.rank).Stats()
 		if s.Puts+s.Gets+s.Accs+s.Atomics > 0 || len(s.Rails) > 0 {
 			out = append(out, s)
 		}

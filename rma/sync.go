@@ -12,14 +12,20 @@ import (
 )
 
 // Fence blocks until every operation this rank issued to proc has completed at proc
-// (ARMCI_Fence).
+// (ARMCI_Fence). To a network peer it then flushes the peer's multirail channel: every work
+// request posted on each of its subchannels has completed (the multi-rail flush of
+// [Vishnu07 §5.2.1], a completion on every subchannel used). Errors: those of the peer's rank
+// check, ErrPeerFailed, and ctx's.
 func (r *Runtime) Fence(ctx context.Context, proc int) error {
 	pe, err := r.peer(proc)
 	if err != nil {
 		return err
 	}
-	if pe.net < 0 || pe.outstanding.Load() == 0 {
+	if pe.net < 0 {
 		return nil // nothing in flight (blocking operations on shm complete inside the call)
+	}
+	if pe.outstanding.Load() == 0 {
+		return r.flush(ctx, proc)
 	}
 	n := r.nets[pe.net].net
 	err = r.pollUntil(ctx, func() bool {
@@ -32,7 +38,23 @@ func (r *Runtime) Fence(ctx context.Context, proc int) error {
 	if err == nil && pe.outstanding.Load() != 0 {
 		err = r.failedErr(proc) // the wait ended because proc failed
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return r.flush(ctx, proc)
+}
+
+// flush is the multi-rail flush of Fence: it waits for every work request posted on every
+// subchannel of the channel to network peer p [Vishnu07 §5.2.1] (nothing without a channel).
+func (r *Runtime) flush(ctx context.Context, p int) error {
+	ch := r.channel(p)
+	if ch == nil {
+		return nil
+	}
+	if err := ch.Flush(ctx); err != nil {
+		return fmt.Errorf("rma: flush of the channel to rank %d: %w", p, err)
+	}
+	return nil
 }
 
 // AllFence blocks until every operation this rank issued has completed at its target

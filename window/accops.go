@@ -4,11 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"unsafe"
-
-	"gonum.org/v1/gonum/floats"
 
 	"github.com/goarmci/goarmci/ibv"
+	"gonum.org/v1/gonum/floats"
 )
 
 // Type is an element type of an accumulate-class operation (the MPI predefined datatypes
@@ -167,21 +165,6 @@ func combineInto(o Op, t Type, out, a, b []byte) {
 	}
 	copy(out, a)
 	combine(o, t, out, b)
-}
-
-func aligned(al uintptr, bufs ...[]byte) bool {
-	for _, b := range bufs {
-		if uintptr(unsafe.Pointer(&b[0]))%al != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// typed views b (aligned for T, little-endian like the machine) as a slice of T.
-func typed[T int32 | int64 | float32 | float64](b []byte) []T {
-	var z T
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/int(unsafe.Sizeof(z)))
 }
 
 // ordered is out[i] = a[i] op b[i] for SUM, PROD, MAX, MIN.

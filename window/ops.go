@@ -253,8 +253,8 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 // ---- issue and completion ----
 
 // completeAll issues every queued operation, waits for all of them, then for every target that
-// carried data runs an rma Fence (every operation to it complete, all its stripes included) and
-// flushes its multirail channel (every work request on every subchannel complete: the
+// carried data runs an rma Fence (every operation to it complete, all its stripes included, and
+// its multirail channel flushed: every work request on every subchannel complete, the
 // completion on every subchannel used of [Vishnu07 §5.2.1]).
 func (w *Window) completeAll(ctx context.Context) error {
 	return w.complete(ctx, -1)
@@ -282,14 +282,10 @@ func (w *Window) complete(ctx context.Context, t int) error {
 		if !used || (t >= 0 && u != t) {
 			continue
 		}
+		// rma's Fence flushes the channel too: a completion on every subchannel of the channel
+		// that carried data [Vishnu07 §5.2.1]
 		if e := w.rt.Fence(ctx, u); e != nil && err == nil {
 			err = fmt.Errorf("window: fence to rank %d: %w", u, e)
-		}
-		// [Vishnu07 §5.2.1]: a completion on every subchannel of the channel that carried data
-		if ch := w.rt.Channel(u); ch != nil {
-			if e := ch.Flush(ctx); e != nil && err == nil {
-				err = fmt.Errorf("window: flush of the channel to rank %d: %w", u, e)
-			}
 		}
 		w.touched[u] = false
 		w.nTouched--

@@ -298,9 +298,6 @@ func (w *Window) DispUnit(p int) int {
 // Runtime is the rma runtime the window lives on.
 func (w *Window) Runtime() *rma.Runtime { return w.rt }
 
-// Epochs exposes the window's epoch state (read-only use: InFence, Locked, ...).
-func (w *Window) Epochs() *Epochs { return w.ep }
-
 // Reordering reports whether the reordering policy is on.
 func (w *Window) Reordering() bool { return w.opt.reorder }
 

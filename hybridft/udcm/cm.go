@@ -212,8 +212,9 @@ func (c *CM) Close() error {
 	return c.dev.Close()
 }
 
-// Driver is the CM's udp device driver (tests pull its ports down).
-func (c *CM) Driver() *udp.Driver { d, _ := c.dev.Driver().(*udp.Driver); return d }
+// Device is the device of the CM's UD queue pair (tests pull its ports down with
+// udp.SetPortDown).
+func (c *CM) Device() *ibv.Context { return c.dev }
 
 func (c *CM) recvLoop(ctx context.Context) {
 	defer c.wg.Done()

@@ -31,6 +31,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 // Config configures a fabric.
@@ -93,7 +94,7 @@ type node struct {
 
 	// devMu guards dev and ctx: link goroutines deliver under RLock, Close detaches under Lock.
 	devMu sync.RWMutex
-	dev   *Driver
+	dev   *driver
 	ctx   *ibv.Context
 	open  bool // guarded by Fabric.mu: links to and from the node may be created
 }
@@ -201,19 +202,11 @@ func (f *Fabric) Addr(node int, port uint8) (string, error) {
 	return p.addr, nil
 }
 
-// Driver is the fabric provider's device driver (reach it through Context.Driver()).
-type Driver struct {
+// driver is the fabric provider's device driver (ibv.Driver, ibv.SRQCreator): the engine's
+// Device of a node.
+type driver struct {
 	*engine.Device
 	n *node
-}
-
-// Node is the index of the driver's node.
-func (d *Driver) Node() int { return d.n.idx }
-
-// SetPortDown pulls (down) or plugs back the cable of the device's port num, as
-// Fabric.SetPortDown; it has the tcp and udp drivers' signature.
-func (d *Driver) SetPortDown(num uint8, down bool) error {
-	return d.n.f.SetPortDown(d.n.idx, num, down)
 }
 
 // Open opens the device of node (the provider's ibv_open_device): its ports are the node's,
@@ -244,12 +237,12 @@ func (f *Fabric) Open(nodeIdx int) (*ibv.Context, error) {
 		}
 		attrs[i] = ibv.PortAttr{Num: p.num, State: st, LID: p.lid, LMC: f.cfg.LMC, MTU: f.cfg.MTU, Addr: p.addr}
 	}
-	d := &Driver{n: n}
+	d := &driver{n: n}
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: fmt.Sprintf("%s%d", f.cfg.Name, n.idx), Provider: "fabric",
 		Ports: attrs, Close: func() error { f.detach(n); return nil },
 		Engine: engine.Config{Transport: (*transport)(n), TimeoutFloor: f.cfg.TimeoutFloor, Tick: f.cfg.Tick,
 			Window: f.cfg.Window, Log: f.cfg.Log}})
-	ctx := ibv.NewContext(d)
+	ctx := provider.NewContext(d)
 	n.devMu.Lock()
 	n.dev, n.ctx = d, ctx
 	n.devMu.Unlock()
@@ -313,16 +306,11 @@ func (f *Fabric) SetPortDown(nodeIdx int, num uint8, down bool) error {
 	if n.dev == nil {
 		return nil
 	}
-	if down {
-		n.dev.SetPortState(num, ibv.PortDown)
+	n.dev.SwitchPort(n.ctx, num, down, func() {
 		for _, a := range dsts {
 			n.dev.Engine().PathFault(num, a)
 		}
-		n.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortErr, Port: num, Detail: "link down"})
-	} else {
-		n.dev.SetPortState(num, ibv.PortActive)
-		n.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortActive, Port: num})
-	}
+	})
 	return nil
 }
 

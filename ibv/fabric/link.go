@@ -318,7 +318,7 @@ func (f *Fabric) probe(src, dst *port, bits uint8) (time.Duration, error) {
 	return rtt, nil
 }
 
-var _ ibv.Driver = (*Driver)(nil)
-var _ ibv.SRQCreator = (*Driver)(nil)
+var _ ibv.Driver = (*driver)(nil)
+var _ ibv.SRQCreator = (*driver)(nil)
 var _ engine.Transport = (*transport)(nil)
 var _ engine.Link = (*replyLink)(nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/ibvtest"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/internal/accum"
 )
 
@@ -58,7 +59,7 @@ func openLoop(t testing.TB) *ibv.Context {
 	d := &loopDev{addr: fmt.Sprintf("loop:%d", loop.next)}
 	loop.devs[d.addr] = d
 	loop.mu.Unlock()
-	d.ctx = ibv.NewContext(d)
+	d.ctx = provider.NewContext(d)
 	t.Cleanup(func() { _ = d.ctx.Close() })
 	return d.ctx
 }
@@ -113,7 +114,7 @@ func (q *loopQP) Modify(cur, attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		}
 		if attr.PathMigState == ibv.Rearm {
 			q.dev.wg.Add(1)
-			go func() { defer q.dev.wg.Done(); q.qp.SetArmed(true, "loop") }()
+			go func() { defer q.dev.wg.Done(); provider.SetArmed(q.qp, true, "loop") }()
 		}
 	}
 	if mask&ibv.AttrState != 0 {
@@ -126,7 +127,7 @@ func (q *loopQP) Modify(cur, attr *ibv.QPAttr, mask ibv.AttrMask) error {
 			if cur.State == ibv.StateRTS {
 				// Nothing is ever outstanding here: drained at once. (The consumer's Modify has
 				// not returned yet, so it cannot act on the event before the state is SQD.)
-				q.qp.Context().PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.qp.Num()})
+				provider.PostEvent(q.qp.Context(), ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.qp.Num()})
 			}
 		case ibv.StateRTS:
 			if cur.State == ibv.StateSQD && len(q.sqd) > 0 {
@@ -150,7 +151,7 @@ func (q *loopQP) Modify(cur, attr *ibv.QPAttr, mask ibv.AttrMask) error {
 
 func (q *loopQP) flushLocked() {
 	for _, r := range q.recvs {
-		q.qp.RecvCQ().Push(ibv.WC{WRID: r.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.qp.Num()})
+		provider.Push(q.qp.RecvCQ(), ibv.WC{WRID: r.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.qp.Num()})
 	}
 	q.recvs = nil
 	for _, p := range q.rnr {
@@ -174,15 +175,15 @@ func (q *loopQP) flushLocked() {
 // fail completes wr with an error status and moves the QP to ERROR (posting QP_FATAL) first.
 func (q *loopQP) fail(wr *ibv.SendWR, st ibv.WCStatus) {
 	if q.qp.State() != ibv.StateError && st != ibv.WCWRFlushErr {
-		q.qp.SetState(ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: st.String()})
+		provider.SetState(q.qp, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: st.String()})
 		q.flushLocked()
 	}
-	q.qp.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.qp.Num()})
+	provider.Push(q.qp.SendCQ(), ibv.WC{WRID: wr.ID, Status: st, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.qp.Num()})
 }
 
 func (q *loopQP) complete(wr *ibv.SendWR) {
 	if wr.Flags&ibv.SendSignaled != 0 || q.qp.SigAll() {
-		q.qp.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCSuccess, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.qp.Num()})
+		provider.Push(q.qp.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCSuccess, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.qp.Num()})
 	}
 }
 
@@ -232,7 +233,7 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 	}
 	c := q.qp.Context()
 	write := wr.Opcode == ibv.OpRDMARead || wr.Opcode.AtomicSize() != 0
-	bufs, st := c.LocalBuffers(q.qp.PD(), wr, write, nil)
+	bufs, st := provider.LocalBuffers(c, q.qp.PD(), wr, write, nil)
 	if st != ibv.WCSuccess {
 		q.fail(wr, st)
 		return nil
@@ -244,8 +245,8 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 	d := loop.devs[q.av.Addr]
 	var peer *loopQP
 	if d != nil {
-		if p := d.ctx.LookupQP(q.dest); p != nil {
-			peer = p.Driver().(*loopQP)
+		if p := provider.LookupQP(d.ctx, q.dest); p != nil {
+			peer = provider.QPDriver(p).(*loopQP)
 		}
 	}
 	if peer == nil || peer.qp.State() < ibv.StateRTR || peer.qp.State() == ibv.StateError {
@@ -272,7 +273,7 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 	if sz := wr.Opcode.AtomicSize(); sz != 0 {
 		n = uint64(sz)
 	}
-	rem, st := d.ctx.RemoteSlice(peer.qp.PD(), wr.RKey, wr.RemoteAddr, n, need)
+	rem, st := provider.RemoteSlice(d.ctx, peer.qp.PD(), wr.RKey, wr.RemoteAddr, n, need)
 	if st != ibv.WCSuccess {
 		q.fail(wr, st)
 		return nil
@@ -289,7 +290,7 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 			r := peer.recvs[0]
 			peer.recvs = peer.recvs[1:]
 			copy(rem, gather(bufs))
-			peer.qp.RecvCQ().Push(ibv.WC{WRID: r.ID, Opcode: ibv.WCRecvRDMAImm, QPNum: peer.qp.Num(), Imm: wr.Imm, HasImm: true, ByteLen: uint32(n)})
+			provider.Push(peer.qp.RecvCQ(), ibv.WC{WRID: r.ID, Opcode: ibv.WCRecvRDMAImm, QPNum: peer.qp.Num(), Imm: wr.Imm, HasImm: true, ByteLen: uint32(n)})
 			break
 		}
 		copy(rem, gather(bufs))
@@ -344,21 +345,21 @@ func (q *loopQP) deliver(from *loopQP, wr *ibv.SendWR, data []byte) {
 	r := q.recvs[0]
 	q.recvs = q.recvs[1:]
 	wc := ibv.WC{WRID: r.ID, Opcode: ibv.WCRecv, QPNum: q.qp.Num(), ByteLen: uint32(len(data)), Imm: wr.Imm, HasImm: wr.Opcode == ibv.OpSendImm}
-	bufs, st := q.qp.Context().LocalSlices(q.qp.PD(), r.SGL, true, nil)
+	bufs, st := provider.LocalSlices(q.qp.Context(), q.qp.PD(), r.SGL, true, nil)
 	if st != ibv.WCSuccess {
 		wc.Status = st
-		q.qp.RecvCQ().Push(wc)
+		provider.Push(q.qp.RecvCQ(), wc)
 		from.fail(wr, ibv.WCRemOpErr)
 		return
 	}
 	if uint64(len(data)) > ibv.SGLLen(r.SGL) {
 		wc.Status = ibv.WCLocLenErr
-		q.qp.RecvCQ().Push(wc)
+		provider.Push(q.qp.RecvCQ(), wc)
 		from.fail(wr, ibv.WCRemInvReqErr)
 		return
 	}
 	scatter(bufs, data)
-	q.qp.RecvCQ().Push(wc)
+	provider.Push(q.qp.RecvCQ(), wc)
 	from.complete(wr)
 }
 
@@ -368,11 +369,11 @@ func (q *loopQP) sendUD(wr *ibv.SendWR, data []byte) {
 	if d == nil {
 		return
 	}
-	p := d.ctx.LookupQP(wr.RemoteQPN)
+	p := provider.LookupQP(d.ctx, wr.RemoteQPN)
 	if p == nil || p.Type() != ibv.UD || p.State() < ibv.StateRTR || p.State() == ibv.StateError {
 		return
 	}
-	peer := p.Driver().(*loopQP)
+	peer := provider.QPDriver(p).(*loopQP)
 	if peer.qkey != wr.QKey || len(peer.recvs) == 0 {
 		return
 	}
@@ -380,7 +381,7 @@ func (q *loopQP) sendUD(wr *ibv.SendWR, data []byte) {
 	peer.recvs = peer.recvs[1:]
 	wc := ibv.WC{WRID: r.ID, Opcode: ibv.WCRecv, QPNum: p.Num(), ByteLen: uint32(len(data)), SrcQP: q.qp.Num(),
 		SrcAddr: q.dev.addr, Imm: wr.Imm, HasImm: wr.Opcode == ibv.OpSendImm}
-	bufs, st := p.Context().LocalSlices(p.PD(), r.SGL, true, nil)
+	bufs, st := provider.LocalSlices(p.Context(), p.PD(), r.SGL, true, nil)
 	switch {
 	case st != ibv.WCSuccess:
 		wc.Status = st
@@ -389,14 +390,14 @@ func (q *loopQP) sendUD(wr *ibv.SendWR, data []byte) {
 	default:
 		scatter(bufs, data)
 	}
-	p.RecvCQ().Push(wc)
+	provider.Push(p.RecvCQ(), wc)
 }
 
 func (q *loopQP) PostRecv(wr *ibv.RecvWR) error {
 	loop.mu.Lock()
 	defer loop.mu.Unlock()
 	if q.qp.State() == ibv.StateError {
-		q.qp.RecvCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.qp.Num()})
+		provider.Push(q.qp.RecvCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.qp.Num()})
 		return nil
 	}
 	w := *wr

@@ -42,7 +42,7 @@ type Caps struct {
 	SendRecv   bool // two-sided send/receive (RC; and UD when UD is set)
 	Atomics    bool // the verbs atomics and the 32-bit/swap extensions
 	Accumulate bool // OpAccumulate
-	// APM: the provider loads alternate paths (REARM→ARMED via QP.SetArmed), so manual and
+	// APM: the provider loads alternate paths (REARM→ARMED via provider.SetArmed), so manual and
 	// automatic migration can be tested.
 	APM bool
 	// MaxMsgSize is the largest RC message, bytes; 0: DeviceAttr.MaxMsgSize.

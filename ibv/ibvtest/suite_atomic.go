@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -97,7 +98,7 @@ func (s *suite) testAtomics(t *testing.T) {
 				}
 				require.NoError(t, qa.PostSend(wr))
 				wc := WaitOK(t, qa.SendCQ(), id)
-				assert.Equal(t, ibv.WCOpcodeOf(c.op), wc.Opcode)
+				assert.Equal(t, provider.WCOpcodeOf(c.op), wc.Opcode)
 				if c.size == 8 {
 					assert.Equal(t, c.wantOld, le64(res), "returned old value")
 				} else {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -89,7 +90,7 @@ var violations = []violation{
 // badKey returns a key that names no MR of c.
 func badKey(c *ibv.Context, k uint32) uint32 {
 	for d := uint32(0x5a5a00); ; d += 0x100 {
-		if bad := k ^ d; c.LookupRKey(bad) == nil && c.LookupLKey(bad) == nil {
+		if bad := k ^ d; provider.LookupRKey(c, bad) == nil && provider.LookupLKey(c, bad) == nil {
 			return bad
 		}
 	}

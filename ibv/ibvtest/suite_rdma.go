@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +66,7 @@ func (s *suite) testRDMA(t *testing.T) {
 		wc := WaitWC(t, qa.SendCQ())
 		require.Equal(t, ibv.WCSuccess, wc.Status, "%v of %d bytes: %+v", wr.Opcode, wr.LocalLen(), wc)
 		assert.Equal(t, id, wc.WRID)
-		assert.Equal(t, ibv.WCOpcodeOf(wr.Opcode), wc.Opcode)
+		assert.Equal(t, provider.WCOpcodeOf(wr.Opcode), wc.Opcode)
 		assert.Equal(t, qa.Num(), wc.QPNum)
 	}
 

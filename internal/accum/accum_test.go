@@ -5,16 +5,9 @@ import (
 	"math"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
-
-// aligned returns n zero bytes aligned to 16.
-func aligned(n int) []byte {
-	w := make([]complex128, (n+15)/16+1)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*16)[:n:n]
-}
 
 var le = binary.LittleEndian
 

@@ -1,14 +1,26 @@
 // Package layers holds goarmci's layer rule and its checker: every top-level folder of the module
 // has a rank, and a package may import packages of its own folder or of a lower rank only
-// (docs/architecture.md, "Layers"). The test of this package checks the whole module, so a
-// fresh clone enforces the rule with `go test ./...`.
+// (docs/architecture.md, "Layers"). It also holds the rule that keeps package unsafe in files
+// named for it (UnsafeFile). The test of this package checks the whole module, so a fresh clone
+// enforces both rules with `go test ./...`.
 package layers
 
 import (
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
+
+// unsafeName matches the Go files that may import package unsafe: <what>_unsafe.go, with the
+// usual _test and GOOS/GOARCH suffixes after it (x_unsafe_test.go, x_unsafe_amd64.go).
+var unsafeName = regexp.MustCompile(`_unsafe(_[a-z0-9]+)*\.go$`)
+
+// UnsafeFile reports whether the Go file at path may import package unsafe: only files named
+// <what>_unsafe.go (x_unsafe_test.go, x_unsafe_amd64.go, ...) may, so every use of unsafe in the
+// module is found by its file name.
+func UnsafeFile(path string) bool { return unsafeName.MatchString(filepath.Base(path)) }
 
 // Ranks maps each top-level folder of the module to its layer; a folder not listed ranks above
 // every listed one.

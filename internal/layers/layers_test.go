@@ -2,6 +2,7 @@ package layers
 
 import (
 	"bufio"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -31,11 +32,63 @@ func TestViolationsReportsUpwardImports(t *testing.T) {
 	require.Contains(t, got[1], mod+"/window (window, rank 5) imports "+mod+"/cmd/goarmci")
 }
 
+// TestUnsafeFile checks the file-name rule of package unsafe.
+func TestUnsafeFile(t *testing.T) {
+	for _, p := range []string{"a/mr_unsafe.go", "x_unsafe_test.go", "rep_unsafe_amd64.go", "rep_other_unsafe.go", "b_unsafe_amd64_test.go"} {
+		require.True(t, UnsafeFile(p), p)
+	}
+	for _, p := range []string{"mr.go", "unsafe.go", "a_unsafe/x.go", "x_unsafety.go", "x_test.go", "x_unsafe.go.orig"} {
+		require.False(t, UnsafeFile(p), p)
+	}
+}
+
+// TestModuleUnsafe checks that no Go file of this module imports package unsafe unless
+// UnsafeFile allows it.
+func TestModuleUnsafe(t *testing.T) {
+	root, _ := moduleRoot(t)
+	var bad []string
+	n := 0
+	walkGoFiles(t, root, func(path string, f *ast.File) {
+		for _, is := range f.Imports {
+			if is.Path.Value == `"unsafe"` {
+				n++
+				if !UnsafeFile(path) {
+					rel, _ := filepath.Rel(root, path)
+					bad = append(bad, rel)
+				}
+			}
+		}
+	})
+	require.Empty(t, bad, "files importing unsafe must be named <what>_unsafe.go (or _unsafe_test.go, _unsafe_<arch>.go)")
+	require.Positive(t, n, "no file imports unsafe: is the walk broken?")
+}
+
 // TestModuleLayers checks every package of this module (its Go files, tests included) against
 // the layer rule.
 func TestModuleLayers(t *testing.T) {
 	root, mod := moduleRoot(t)
 	imports := map[string][]string{}
+	walkGoFiles(t, root, func(path string, f *ast.File) {
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		require.NoError(t, err)
+		pkg := mod
+		if rel != "." {
+			pkg = mod + "/" + filepath.ToSlash(rel)
+		}
+		for _, is := range f.Imports {
+			p, err := strconv.Unquote(is.Path.Value)
+			require.NoError(t, err)
+			imports[pkg] = append(imports[pkg], p)
+		}
+	})
+	require.Greater(t, len(imports), 20, "found too few packages under %s", root)
+	require.Empty(t, Violations(mod, imports))
+}
+
+// walkGoFiles calls fn with the imports of every Go file of the module under root (tests
+// included; hidden folders, testdata and folders starting with _ skipped).
+func walkGoFiles(t *testing.T, root string, fn func(path string, f *ast.File)) {
+	t.Helper()
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -54,29 +107,12 @@ func TestModuleLayers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		pkg := mod
-		if rel != "." {
-			pkg = mod + "/" + filepath.ToSlash(rel)
-		}
-		for _, is := range f.Imports {
-			p, err := strconv.Unquote(is.Path.Value)
-			if err != nil {
-				return err
-			}
-			imports[pkg] = append(imports[pkg], p)
-		}
+		fn(path, f)
 		return nil
 	})
 	require.NoError(t, err)
-	require.Greater(t, len(imports), 20, "found too few packages under %s", root)
-	require.Empty(t, Violations(mod, imports))
 }
 
-// moduleRoot finds the directory of go.mod above this package and the module path it declares.
 func moduleRoot(t *testing.T) (dir, mod string) {
 	dir, err := os.Getwd()
 	require.NoError(t, err)

@@ -2,16 +2,6 @@
 
 package memcopy
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 var haveRep = cpu.X86.HasERMS
-
-// repMovsb copies n bytes from src to dst with REP MOVSB (rep_amd64.s); the ranges must not
-// overlap.
-//
-//go:noescape
-func repMovsb(dst, src unsafe.Pointer, n uintptr)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -26,7 +27,7 @@ func (q *QP) migrateResponder(alt *ibv.AHAttr) {
 	}
 	s.migrating = true
 	q.sqMu.Unlock()
-	_, ok := q.ibq.MigrateAuto(fmt.Sprintf("request from the alternate path %s port %d", alt.Addr, alt.PortNum))
+	_, ok := provider.MigrateAuto(q.ibq, fmt.Sprintf("request from the alternate path %s port %d", alt.Addr, alt.PortNum))
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s.migrating = false

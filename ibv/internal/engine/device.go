@@ -104,3 +104,10 @@ func (d *Device) Close() error {
 	})
 	return d.err
 }
+
+var (
+	_ ibv.Driver     = (*Device)(nil)
+	_ ibv.SRQCreator = (*Device)(nil)
+	_ ibv.QPDriver   = (*QP)(nil)
+	_ ibv.SRQDriver  = (*SRQ)(nil)
+)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -166,9 +167,9 @@ func TestRNRRetryExceeded(t *testing.T) {
 	require.NoError(t, x.qp.Modify(&ibv.QPAttr{State: ibv.StateSQD}, ibv.AttrState))
 	waitEvent(t, x.ctx, ibv.EventSQDrained)
 	require.NoError(t, x.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState))
-	x.qp.Driver().(*QP).sqMu.Lock()
-	x.qp.Driver().(*QP).sq.a.rnrRetry = 2
-	x.qp.Driver().(*QP).sqMu.Unlock()
+	provider.QPDriver(x.qp).(*QP).sqMu.Lock()
+	provider.QPDriver(x.qp).(*QP).sq.a.rnrRetry = 2
+	provider.QPDriver(x.qp).(*QP).sqMu.Unlock()
 	wc := post(t, x, ibv.SendWR{ID: 1, Opcode: ibv.OpSend, LocalBuf: []byte("x")})
 	require.Equal(t, ibv.WCRNRRetryExcErr, wc.Status)
 	require.Equal(t, ibv.StateError, x.qp.State())
@@ -327,7 +328,7 @@ func TestDirectDuplicateAtomic(t *testing.T) {
 	require.NotNil(t, pkt)
 	var replies [][]byte
 	link := &recLink{out: &replies}
-	y.ctx.Driver().(*Device).Engine().Deliver(nil, pkt, link)
+	provider.DeviceDriver(y.ctx).(*Device).Engine().Deliver(nil, pkt, link)
 	require.Equal(t, uint64(5), binary.LittleEndian.Uint64(y.mr.Buf()), "duplicate atomic executed again")
 	require.Len(t, replies, 1)
 	var p wire.Packet
@@ -546,10 +547,10 @@ func TestSharedReceiveQueue(t *testing.T) {
 func TestForeignAndMalformedPackets(t *testing.T) {
 	n := newMemNet()
 	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{mrSize: 4096})
-	e := y.ctx.Driver().(*Device).Engine()
+	e := provider.DeviceDriver(y.ctx).(*Device).Engine()
 	var replies [][]byte
 	link := &recLink{out: &replies}
-	ePSN := y.qp.Driver().(*QP).rsp.ePSN
+	ePSN := provider.QPDriver(y.qp).(*QP).rsp.ePSN
 	mk := func(src, dst uint32) []byte {
 		b, err := wire.Append(nil, &wire.Header{Opcode: wire.OpWrite, Flags: wire.FlagOnly | wire.FlagAckReq, DestQPN: dst,
 			PSN: ePSN, SrcQPN: src, RETH: wire.RETH{VAddr: y.mr.Addr, RKey: y.mr.RKey, DMALen: 3}}, []byte("bad"))
@@ -584,8 +585,8 @@ func TestPathFaultRetransmitsAtOnce(t *testing.T) {
 	require.True(t, dropped.Load())
 	require.Zero(t, x.cq.Len())
 	pb, _ := b.QueryPort(1)
-	a.Driver().(*Device).Engine().PathFault(1, "not-this-path")
-	a.Driver().(*Device).Engine().PathFault(1, pb.Addr)
+	provider.DeviceDriver(a).(*Device).Engine().PathFault(1, "not-this-path")
+	provider.DeviceDriver(a).(*Device).Engine().PathFault(1, pb.Addr)
 	wc := waitWC(t, x.cq)
 	require.Equal(t, ibv.WCSuccess, wc.Status)
 	require.Equal(t, "pf", string(y.mr.Buf()[:2]))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 // memNet is an in-process lossy packet network for engine tests: each port is an address with a
@@ -149,7 +150,7 @@ func (n *memNet) open(t testing.TB, nports int, ec Config) *ibv.Context {
 		mp.wg.Add(1)
 		go mp.run()
 	}
-	ctx := ibv.NewContext(dev)
+	ctx := provider.NewContext(dev)
 	t.Cleanup(func() { _ = ctx.Close() })
 	return ctx
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -27,8 +28,8 @@ func writeHeader(t *testing.T, x, y *side, psn uint32, off uint64, n int) []byte
 func TestPlacement(t *testing.T) {
 	n := newMemNet()
 	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{})
-	e := y.ctx.Driver().(*Device).Engine()
-	yq := y.qp.Driver().(*QP)
+	e := provider.DeviceDriver(y.ctx).(*Device).Engine()
+	yq := provider.QPDriver(y.qp).(*QP)
 	linkA := memLink{net: n, from: "nowhere", to: "A"}
 	linkB := memLink{net: n, from: "nowhere", to: "B"}
 	psn := yq.ResponderState(nil)
@@ -107,11 +108,11 @@ func TestPlacementReadResponse(t *testing.T) {
 	// the responder never answers: the test plays it
 	x, y := connectRC(t, n.open(t, 1, Config{}), n.open(t, 1, Config{}), pairOpts{timeout: 20})
 	require.NoError(t, y.qp.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState))
-	e := x.ctx.Driver().(*Device).Engine()
+	e := provider.DeviceDriver(x.ctx).(*Device).Engine()
 	local := make([]byte, 10000)
 	require.NoError(t, x.qp.PostSend(&ibv.SendWR{ID: 1, Opcode: ibv.OpRDMARead, Flags: ibv.SendSignaled, LocalBuf: local,
 		RemoteAddr: y.mr.Addr, RKey: y.mr.RKey}))
-	xq := x.qp.Driver().(*QP)
+	xq := provider.QPDriver(x.qp).(*QP)
 	xq.sqMu.Lock()
 	first, mtu := xq.sq.slot(xq.sq.head).firstPSN, xq.sq.a.mtu
 	xq.sqMu.Unlock()

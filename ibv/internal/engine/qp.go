@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -91,7 +92,7 @@ func newQP(e *Engine, ibq *ibv.QP) *QP {
 	q.rq.a = at
 	q.rq.q = make([]rwqe, cp.MaxRecvWR)
 	if s := ibq.SRQ(); s != nil {
-		q.srq, _ = s.Driver().(*SRQ)
+		q.srq, _ = provider.SRQDriver(s).(*SRQ)
 	}
 	q.state.Store(uint32(ibv.StateReset))
 	return q
@@ -263,7 +264,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 		q.pumpLocked()
 	}
 	if ev.Type != 0 {
-		q.ctx.PostEvent(ev)
+		provider.PostEvent(q.ctx, ev)
 	}
 	return nil
 }
@@ -276,7 +277,7 @@ func (q *QP) publishPath() {
 
 // loadAltPath is the APM path load ([Vishnu07 ch. 9], "path loading request"): check that the
 // alternate path is reachable, then REARM→ARMED (or EventPathMigErr). It runs on an engine-owned
-// goroutine because ibv.QP.SetArmed needs the QP's modify lock, which the caller holds.
+// goroutine because provider.SetArmed needs the QP's modify lock, which the caller holds.
 func (q *QP) loadAltPath(alt ibv.AHAttr) {
 	e := q.e
 	e.mu.RLock()
@@ -298,7 +299,7 @@ func (q *QP) loadAltPath(alt ibv.AHAttr) {
 		if err != nil {
 			detail = fmt.Sprintf("alternate path %s port %d: %v", alt.Addr, alt.PortNum, err)
 		}
-		q.ibq.SetArmed(err == nil, detail)
+		provider.SetArmed(q.ibq, err == nil, detail)
 		if err == nil {
 			// still the alternate of the QP (no new path load or migration meanwhile), and ARMED.
 			// Query takes the modify lock, which comes before rqMu: ask first. A path load that
@@ -319,7 +320,7 @@ func (q *QP) PostRecv(wr *ibv.RecvWR) error {
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if q.st() == ibv.StateError {
-		q.ibq.RecvCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
+		provider.Push(q.ibq.RecvCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 		return nil
 	}
 	r := &q.rq
@@ -351,7 +352,7 @@ func (q *QP) flushRecvLocked() {
 		if !ok {
 			return
 		}
-		cq.Push(ibv.WC{WRID: s.id, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
+		provider.Push(cq, ibv.WC{WRID: s.id, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 	}
 }
 

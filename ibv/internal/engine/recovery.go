@@ -4,7 +4,7 @@ package engine
 // pair moved to ERROR, the requester tells which PSNs each flushed request had, and the
 // responder tells how far it executed the peer's requests (its expected PSN) and the results of
 // the atomics it executed. Together they let the recovering layer re-issue every failed request
-// exactly once on a recycled queue pair. hybridft reaches them by asserting ibv.QP.Driver() to an
+// exactly once on a recycled queue pair. hybridft reaches them by asserting provider.QPDriver(qp) to an
 // interface of these methods.
 
 type failedWQE struct {

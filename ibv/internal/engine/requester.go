@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -190,7 +191,7 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	defer q.sqMu.Unlock()
 	s := &q.sq
 	if q.st() == ibv.StateError {
-		q.ibq.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num})
+		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 		return nil
 	}
 	if s.tail-s.head == uint64(len(s.wq)) {
@@ -202,7 +203,7 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 		cmpAdd: wr.CompareAdd, swap: wr.Swap, accType: uint8(wr.AccType), scale: wr.Scale}
 	write := wr.Opcode == ibv.OpRDMARead || w.isReadAtomic()
 	var st ibv.WCStatus
-	w.bufs, st = q.ctx.LocalBuffers(q.pd, wr, write, w.bufs)
+	w.bufs, st = provider.LocalBuffers(q.ctx, q.pd, wr, write, w.bufs)
 	w.status = st
 	w.length = buffersLen(w.bufs)
 	if st == ibv.WCSuccess && wr.Flags&ibv.SendInline != 0 && !write {
@@ -592,8 +593,9 @@ func (q *QP) completeHeadLocked() {
 	s := &q.sq
 	w := s.slot(s.head)
 	if w.signaled {
-		q.ibq.SendCQ().Push(ibv.WC{WRID: w.id, Status: ibv.WCSuccess, Opcode: ibv.WCOpcodeOf(w.op),
+		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: w.id, Status: ibv.WCSuccess, Opcode: provider.WCOpcodeOf(w.op),
 			ByteLen: uint32(w.length), QPNum: q.num})
+
 	}
 	s.retireHead()
 	if s.cur < s.head {
@@ -613,7 +615,7 @@ func (q *QP) completeLocked() {
 	}
 	if s.draining && !s.drainPosted && s.drained() {
 		s.drainPosted = true
-		q.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
+		provider.PostEvent(q.ctx, ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
 	}
 }
 
@@ -624,7 +626,7 @@ func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 	q.e.log.Debug().Uint32("qp", q.num).Str("status", status.String()).Msg("engine: QP to ERROR: " + detail)
 	// the state changes before the completions appear, so a consumer that sees the error
 	// completion also sees the QP in ERROR
-	q.ibq.SetState(ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	provider.SetState(q.ibq, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
 	q.flushAllLocked(status, nil)
 }
 
@@ -643,7 +645,7 @@ func (q *QP) flushAllLocked(status ibv.WCStatus, _ []ibv.WC) {
 		if w.npkts > 0 {
 			q.failed = append(q.failed, failedWQE{id: w.id, firstPSN: w.firstPSN, npkts: w.npkts, pkt: int(w.pkt)})
 		}
-		cq.Push(ibv.WC{WRID: w.id, Status: st, Opcode: ibv.WCOpcodeOf(w.op), QPNum: q.num})
+		provider.Push(cq, ibv.WC{WRID: w.id, Status: st, Opcode: provider.WCOpcodeOf(w.op), QPNum: q.num})
 		s.retireHead()
 	}
 	s.cur, s.curPkt = s.head, 0
@@ -724,7 +726,7 @@ func (q *QP) tick(now int64) bool {
 	path := s.a.path
 	q.altArmed.Store(nil)
 	q.sqMu.Unlock()
-	_, ok := q.ibq.MigrateAuto(fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
+	_, ok := provider.MigrateAuto(q.ibq, fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s.migrating = false

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 	"github.com/goarmci/goarmci/internal/accum"
 )
@@ -264,7 +265,7 @@ func (q *QP) remote(rkey uint32, vaddr, n uint64, need ibv.Access) ([]byte, bool
 	if n == 0 {
 		return nil, true
 	}
-	b, st := q.ctx.RemoteSlice(q.pd, rkey, vaddr, n, need)
+	b, st := provider.RemoteSlice(q.ctx, q.pd, rkey, vaddr, n, need)
 	return b, st == ibv.WCSuccess
 }
 
@@ -297,8 +298,9 @@ func (q *QP) recvWrite(p *wire.Packet, link Link, first, last bool) bool {
 	r.off += uint64(len(p.Payload))
 	if last && p.Flags&wire.FlagImm != 0 {
 		s, _ := q.popRecv()
-		q.ibq.RecvCQ().Push(ibv.WC{WRID: s.id, Status: ibv.WCSuccess, Opcode: ibv.WCRecvRDMAImm,
+		provider.Push(q.ibq.RecvCQ(), ibv.WC{WRID: s.id, Status: ibv.WCSuccess, Opcode: ibv.WCRecvRDMAImm,
 			ByteLen: uint32(r.off), QPNum: q.num, SrcQP: q.rq.a.destQPN, Imm: p.Imm, HasImm: true})
+
 	}
 	return true
 }
@@ -323,17 +325,17 @@ func (q *QP) recvSend(p *wire.Packet, link Link, first, last bool) bool {
 			return false
 		}
 		var st ibv.WCStatus
-		r.rbufs, st = q.ctx.LocalSlices(q.pd, s.sgl, true, r.rbufs[:0])
+		r.rbufs, st = provider.LocalSlices(q.ctx, q.pd, s.sgl, true, r.rbufs[:0])
 		r.op, r.recv, r.recvID, r.rcvd = wire.OpSend, s, s.id, 0
 		if st != ibv.WCSuccess {
-			q.ibq.RecvCQ().Push(ibv.WC{WRID: s.id, Status: st, Opcode: ibv.WCRecv, QPNum: q.num})
+			provider.Push(q.ibq.RecvCQ(), ibv.WC{WRID: s.id, Status: st, Opcode: ibv.WCRecv, QPNum: q.num})
 			q.nak(link, p.PSN, wire.SynNakRemOp)
 			return false
 		}
 		r.rlen = buffersLen(r.rbufs)
 	}
 	if r.rcvd+uint64(len(p.Payload)) > r.rlen || !scatter(r.rbufs, r.rcvd, p.Payload) {
-		q.ibq.RecvCQ().Push(ibv.WC{WRID: r.recvID, Status: ibv.WCLocLenErr, Opcode: ibv.WCRecv, QPNum: q.num})
+		provider.Push(q.ibq.RecvCQ(), ibv.WC{WRID: r.recvID, Status: ibv.WCLocLenErr, Opcode: ibv.WCRecv, QPNum: q.num})
 		q.nak(link, p.PSN, wire.SynNakInvReq)
 		return false
 	}
@@ -344,7 +346,7 @@ func (q *QP) recvSend(p *wire.Packet, link Link, first, last bool) bool {
 		if p.Flags&wire.FlagImm != 0 {
 			wc.Imm, wc.HasImm = p.Imm, true
 		}
-		q.ibq.RecvCQ().Push(wc)
+		provider.Push(q.ibq.RecvCQ(), wc)
 	}
 	return true
 }

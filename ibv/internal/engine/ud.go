@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -16,13 +17,13 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	wc := ibv.WC{WRID: wr.ID, Opcode: ibv.WCSend, QPNum: q.num}
 	if q.st() == ibv.StateError {
 		wc.Status = ibv.WCWRFlushErr
-		cq.Push(wc)
+		provider.Push(cq, wc)
 		return nil
 	}
 	if q.st() != ibv.StateRTS {
 		// SQD: UD sends are started only in RTS
 		wc.Status = ibv.WCWRFlushErr
-		cq.Push(wc)
+		provider.Push(cq, wc)
 		return nil
 	}
 	path := wr.AH.Attr
@@ -31,7 +32,7 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	}
 	var st ibv.WCStatus
 	bufs := s.udBufs[:0]
-	bufs, st = q.ctx.LocalBuffers(q.pd, wr, false, bufs)
+	bufs, st = provider.LocalBuffers(q.ctx, q.pd, wr, false, bufs)
 	defer func() {
 		for i := range bufs {
 			bufs[i] = nil
@@ -46,7 +47,7 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	}
 	if st != ibv.WCSuccess {
 		wc.Status = st
-		cq.Push(wc)
+		provider.Push(cq, wc)
 		return nil
 	}
 	qkey := wr.QKey
@@ -73,7 +74,7 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 	if wr.Flags&ibv.SendSignaled != 0 || q.sigAll {
 		wc.Status = ibv.WCSuccess
 		wc.ByteLen = uint32(n)
-		cq.Push(wc)
+		provider.Push(cq, wc)
 	}
 	return nil
 }
@@ -101,7 +102,7 @@ func (q *QP) recvUD(p *wire.Packet, link Link) {
 	}
 	wc := ibv.WC{WRID: s.id, Opcode: ibv.WCRecv, QPNum: q.num, SrcQP: p.DETH.SrcQPN, SrcAddr: link.RemoteAddr()}
 	var st ibv.WCStatus
-	q.rq.scratch, st = q.ctx.LocalSlices(q.pd, s.sgl, true, q.rq.scratch[:0])
+	q.rq.scratch, st = provider.LocalSlices(q.ctx, q.pd, s.sgl, true, q.rq.scratch[:0])
 	switch {
 	case st != ibv.WCSuccess:
 		wc.Status = st
@@ -116,5 +117,5 @@ func (q *QP) recvUD(p *wire.Packet, link Link) {
 	for i := range q.rq.scratch {
 		q.rq.scratch[i] = nil
 	}
-	q.ibq.RecvCQ().Push(wc)
+	provider.Push(q.ibq.RecvCQ(), wc)
 }

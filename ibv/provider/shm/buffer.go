@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"unsafe"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/xunix"
@@ -28,8 +27,6 @@ var buffers struct {
 	nextID uint64
 	live   map[uintptr]*buffer // by base address
 }
-
-func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // AllocBuffer returns size bytes of zeroed, page-aligned memory in a shared mapping (an anonymous
 // memfd file). A memory region registered over it (PD.RegMR on any shm device of this process)

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/xunix"
 )
@@ -154,7 +155,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if err := d.publish(); err != nil {
 		return nil, err
 	}
-	d.ctx = ibv.NewContext(d)
+	d.ctx = provider.NewContext(d)
 	devices.Store(d.id, d)
 	d.prog.start()
 	d.log.Debug().Str("file", d.path).Msg("shm device open")
@@ -321,7 +322,6 @@ func (d *device) RegMR(mr *ibv.MR) error {
 			// Every accumulate into the region — from peers through their mapping of this slot,
 			// or from this process's other providers — takes the slot's lock (internal/accum).
 			info := &mrInfo{slot: s, buf: buf, unlock: accum.RegisterLock(mr.Buf(), &s.acc)}
-			mr.Provider = info
 			d.mrs[mr] = info
 			return nil
 		}
@@ -369,9 +369,9 @@ func (d *device) CreateAH(ah *ibv.AH) error {
 // that fails with ibv.ErrUnreachable. Errors: ibv.ErrInvalidArgument for a device of another
 // provider; the unlink's error (a file already gone is not one).
 func Unpublish(ctx *ibv.Context) error {
-	d, ok := ctx.Driver().(*device)
+	d, ok := provider.DeviceDriver(ctx).(*device)
 	if !ok {
-		return fmt.Errorf("shm: Unpublish of a %T device: %w", ctx.Driver(), ibv.ErrInvalidArgument)
+		return fmt.Errorf("shm: Unpublish of a %T device: %w", provider.DeviceDriver(ctx), ibv.ErrInvalidArgument)
 	}
 	if err := xunix.Unlink(d.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("shm: unpublish %s: %w", d.path, err)

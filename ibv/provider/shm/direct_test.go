@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 // TestMapRemote: a view of a peer's region is the target memory itself (stores land there,
@@ -31,7 +32,7 @@ func TestMapRemote(t *testing.T) {
 	require.Equal(t, ibv.WCSuccess, wc.Status)
 	require.Equal(t, []byte{9, 8, 7}, v.Mem[:3], "the view sees an RDMA write")
 
-	dev := a.ctx.Driver().(*device)
+	dev := provider.DeviceDriver(a.ctx).(*device)
 	dev.mu.Lock()
 	p := dev.peers[b.addr]
 	dev.mu.Unlock()

@@ -3,10 +3,8 @@
 package shm
 
 import (
-	"fmt"
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
@@ -185,20 +183,6 @@ type segment struct {
 }
 
 func segmentSize(nMR, nQP int) int { return headerSize + nMR*mrSlotSize + nQP*qpSlotSize }
-
-// overlay interprets mem (page-aligned, at least segmentSize bytes) as a control segment.
-func overlay(mem []byte, nMR, nQP int) (*segment, error) {
-	if nMR <= 0 || nQP <= 0 || len(mem) < segmentSize(nMR, nQP) {
-		return nil, fmt.Errorf("%w: control segment of %d bytes for %d MRs, %d QPs", ErrBadSegment, len(mem), nMR, nQP)
-	}
-	base := unsafe.Pointer(unsafe.SliceData(mem))
-	return &segment{
-		mem: mem,
-		hdr: (*ctlHeader)(base),
-		mrs: unsafe.Slice((*mrSlot)(unsafe.Add(base, headerSize)), nMR),
-		qps: unsafe.Slice((*qpSlot)(unsafe.Add(base, headerSize+nMR*mrSlotSize)), nQP),
-	}, nil
-}
 
 // home is the first slot a key may occupy in a table of n slots (keys carry an index in their
 // high 24 bits, see ibv's key allocation).

@@ -5,7 +5,6 @@ package shm
 import (
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/xunix"
@@ -24,8 +23,6 @@ type peer struct {
 	maps    map[uint64]*bufMap // by buffer id
 	zombies []*bufMap
 }
-
-func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // alive reports whether the peer's endpoint is still open (and not replaced).
 func (p *peer) alive() bool {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/memcopy"
 	"github.com/goarmci/goarmci/internal/xunix"
@@ -186,7 +187,7 @@ func (q *qpDrv) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) err
 			// nothing is ever outstanding: the send queue is drained at once
 			q.dev.prog.post(func() {
 				if q.ib.Query().State == ibv.StateSQD {
-					q.ib.Context().PostEvent(ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
+					provider.PostEvent(q.ib.Context(), ibv.AsyncEvent{Type: ibv.EventSQDrained, QPNum: q.num})
 				}
 			})
 		}
@@ -207,7 +208,7 @@ func (q *qpDrv) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) err
 			if err != nil {
 				detail = err.Error()
 			}
-			q.ib.SetArmed(err == nil, detail)
+			provider.SetArmed(q.ib, err == nil, detail)
 		})
 	}
 	return nil
@@ -223,11 +224,12 @@ func (q *qpDrv) resetCachesLocked() {
 // flushLocked completes every queued request with WR_FLUSH_ERR (QP in ERROR).
 func (q *qpDrv) flushLocked() {
 	for i := range q.sqd {
-		q.ib.SendCQ().Push(ibv.WC{WRID: q.sqd[i].ID, Status: ibv.WCWRFlushErr,
-			Opcode: ibv.WCOpcodeOf(q.sqd[i].Opcode), QPNum: q.num})
+		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: q.sqd[i].ID, Status: ibv.WCWRFlushErr,
+			Opcode: provider.WCOpcodeOf(q.sqd[i].Opcode), QPNum: q.num})
+
 	}
 	for i := range q.recvs {
-		q.ib.RecvCQ().Push(ibv.WC{WRID: q.recvs[i].ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
+		provider.Push(q.ib.RecvCQ(), ibv.WC{WRID: q.recvs[i].ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 	}
 	clear(q.sqd)
 	clear(q.recvs)
@@ -240,10 +242,11 @@ func (q *qpDrv) failLocked(wr *ibv.SendWR, st ibv.WCStatus, vendor uint32, detai
 	if q.sync {
 		q.syncSt = st
 	} else {
-		q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: st, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num, VendorErr: vendor})
+		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: wr.ID, Status: st, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num, VendorErr: vendor})
 	}
-	q.ib.SetState(ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal,
+	provider.SetState(q.ib, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal,
 		Detail: fmt.Sprintf("%v: %v %s", st, wr.Opcode, detail)})
+
 	q.flushLocked()
 	q.publishLocked(false)
 }
@@ -280,7 +283,7 @@ func (q *qpDrv) PostSend(wr *ibv.SendWR) error {
 	var err error
 	switch q.ib.State() {
 	case ibv.StateError:
-		q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCOpcodeOf(wr.Opcode), QPNum: q.num})
+		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 	case ibv.StateSQD:
 		if len(q.sqd) >= q.ib.Cap().MaxSendWR {
 			err = fmt.Errorf("shm: %d requests queued in SQD: %w", len(q.sqd), ibv.ErrQueueFull)
@@ -323,7 +326,7 @@ func (q *qpDrv) drainLocked() {
 func (q *qpDrv) execLocked(wr *ibv.SendWR) {
 	op := wr.Opcode
 	localWrite := op != ibv.OpRDMAWrite && op != ibv.OpAccumulate
-	bufs, st := q.ib.Context().LocalBuffers(q.ib.PD(), wr, localWrite, q.bufs[:0])
+	bufs, st := provider.LocalBuffers(q.ib.Context(), q.ib.PD(), wr, localWrite, q.bufs[:0])
 	q.bufs = bufs
 	if st != ibv.WCSuccess {
 		q.failLocked(wr, st, VendorLocal, "local buffer")
@@ -358,8 +361,9 @@ func (q *qpDrv) execLocked(wr *ibv.SendWR) {
 		}
 	}
 	if !q.sync && (q.ib.SigAll() || wr.Flags&ibv.SendSignaled != 0) {
-		q.ib.SendCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCSuccess, Opcode: ibv.WCOpcodeOf(op),
+		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCSuccess, Opcode: provider.WCOpcodeOf(op),
 			ByteLen: uint32(n), QPNum: q.num})
+
 	}
 }
 
@@ -515,7 +519,7 @@ func (q *qpDrv) checkResponderLocked() ibv.WCStatus {
 			q.tslot, q.tseq, q.taccess = s, seq, d.access
 			return ibv.WCSuccess
 		}
-		if q.destroying.Load() || q.ib.Context().Closed() {
+		if q.destroying.Load() || provider.Closed(q.ib.Context()) {
 			return ibv.WCRetryExcErr
 		}
 		if q.wait > 0 {
@@ -561,7 +565,7 @@ func (q *qpDrv) lookupMRLocked(rkey uint32) (*remoteMR, ibv.WCStatus) {
 	if r.mem == nil && p.pid == q.dev.pid {
 		// same process: reach the region through its owner's MR table
 		if v, ok := devices.Load(p.id); ok {
-			if mr := v.(*device).ctx.LookupRKey(rkey); mr != nil && mr.Addr == d.vaddr && mr.Length == d.length {
+			if mr := provider.LookupRKey(v.(*device).ctx, rkey); mr != nil && mr.Addr == d.vaddr && mr.Length == d.length {
 				r.mem = mr.Buf()
 			}
 		}
@@ -591,7 +595,7 @@ func (q *qpDrv) PostRecv(wr *ibv.RecvWR) error {
 		return ibv.ErrClosed
 	}
 	if q.ib.State() == ibv.StateError {
-		q.ib.RecvCQ().Push(ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
+		provider.Push(q.ib.RecvCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 		return nil
 	}
 	if len(q.recvs) >= q.ib.Cap().MaxRecvWR {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 func pair(t *testing.T) (a, b *end) {
@@ -566,7 +567,7 @@ func TestConcurrentAtomicsManyQPs(t *testing.T) {
 
 func TestFreedPeerBuffersAreUnmapped(t *testing.T) {
 	a, b := pair(t)
-	dev := a.ctx.Driver().(*device)
+	dev := provider.DeviceDriver(a.ctx).(*device)
 	write := func(mr *ibv.MR) {
 		wc := do(t, a, a.qp, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{1}, RemoteAddr: mr.Addr, RKey: mr.RKey})
 		require.Equal(t, ibv.WCSuccess, wc.Status)

@@ -9,13 +9,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"golang.org/x/sys/unix"
 )
 
 // A stream's send side. Frames (4-byte little-endian length, packet) are written by whoever
@@ -39,7 +37,7 @@ const (
 
 // conn is one TCP stream of a path; its reader hands frames to the engine (see reader).
 type conn struct {
-	d      *Driver
+	d      *driver
 	port   *port
 	remote string // the peer port's address (from the hello)
 	key    connKey
@@ -78,7 +76,7 @@ type conn struct {
 	pl   engine.Placement
 }
 
-func newConn(d *Driver, p *port, remote string) *conn {
+func newConn(d *driver, p *port, remote string) *conn {
 	c := &conn{d: d, port: p, remote: remote, settled: make(chan struct{}), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), iov: make([]unix.Iovec, 0, iovMax)}
 	c.writeFn = c.writev
@@ -97,7 +95,7 @@ var (
 
 // SendRef is the zero-copy Send of the transport (engine.RefSender).
 func (t *transport) SendRef(path ibv.AHAttr, hdr, payload []byte) error {
-	c, err := (*Driver)(t).stream(path)
+	c, err := (*driver)(t).stream(path)
 	if err != nil {
 		return err
 	}
@@ -246,20 +244,20 @@ func (c *conn) Uncork() {
 
 // Cork and Uncork of the transport (engine.Corker) cork the stream of a path.
 func (t *transport) Cork(path ibv.AHAttr) {
-	if c, err := (*Driver)(t).stream(path); err == nil {
+	if c, err := (*driver)(t).stream(path); err == nil {
 		c.Cork()
 	}
 }
 
 func (t *transport) Uncork(path ibv.AHAttr) {
-	if c, err := (*Driver)(t).stream(path); err == nil {
+	if c, err := (*driver)(t).stream(path); err == nil {
 		c.Uncork()
 	}
 }
 
 // LastActivity is when the stream of path last moved bytes (engine.StreamActivity; 0: none).
 func (t *transport) LastActivity(path ibv.AHAttr) int64 {
-	d := (*Driver)(t)
+	d := (*driver)(t)
 	k := connKey{port: path.PortNum, addr: path.Addr, dlid: path.DLID, pbits: path.SrcPathBits}
 	d.mu.Lock()
 	c := d.conns[k]
@@ -335,34 +333,6 @@ func (c *conn) pushArenaLocked(start int) {
 		}
 	}
 	c.q = append(c.q, c.arena[start:len(c.arena):len(c.arena)])
-}
-
-// prependLocked puts the unwritten rest of a directly written frame before the queued frames
-// (mu held). A rest of the frame head (it lives in c.head) is always copied, a payload is kept by
-// reference when ref allows.
-func (c *conn) prependLocked(rest [][]byte, ref bool) {
-	var pieces [2][]byte
-	np := 0
-	for _, b := range rest {
-		if len(b) == 0 {
-			continue
-		}
-		inHead := uintptr(unsafe.Pointer(&b[0]))-uintptr(unsafe.Pointer(&c.head[0])) < uintptr(len(c.head))
-		if inHead || !ref || len(b) <= copyMax {
-			start := len(c.arena)
-			c.arena = append(c.arena, b...)
-			pieces[np] = c.arena[start:len(c.arena):len(c.arena)]
-		} else {
-			pieces[np] = b
-		}
-		np++
-	}
-	k := len(c.q)
-	for range np {
-		c.q = append(c.q, nil)
-	}
-	copy(c.q[np:], c.q[:k])
-	copy(c.q, pieces[:np])
 }
 
 // consume drops the first n bytes of bufs (in place) and returns what is left.

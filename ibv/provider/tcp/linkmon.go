@@ -61,7 +61,7 @@ type linkMonitor struct {
 // startLinkMonitor resolves every port's interface, asks for their link state and starts the
 // monitor. It returns nil (no monitor) when no port has a known
 // interface or the kernel refuses the netlink socket: ports then stay PortActive, as before.
-func (d *Driver) startLinkMonitor() *linkMonitor {
+func (d *driver) startLinkMonitor() *linkMonitor {
 	any := false
 	for _, p := range d.ports {
 		p.ifindex = ifaceOf(p.cfg.Ifname, p.ip)
@@ -101,7 +101,7 @@ func (lm *linkMonitor) close() {
 }
 
 // linkLoop reads link notifications until the socket is closed.
-func (d *Driver) linkLoop(lm *linkMonitor) {
+func (d *driver) linkLoop(lm *linkMonitor) {
 	defer d.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
@@ -128,7 +128,7 @@ func (d *Driver) linkLoop(lm *linkMonitor) {
 }
 
 // rescanLinks asks again for every port's link state (after the kernel dropped notifications).
-func (d *Driver) rescanLinks(lm *linkMonitor) {
+func (d *driver) rescanLinks(lm *linkMonitor) {
 	rc, err := lm.f.SyscallConn()
 	if err != nil {
 		return
@@ -155,12 +155,12 @@ func getLinkMsg(index int) []byte {
 }
 
 // setLink records a port's link state and moves the port when it changed.
-func (d *Driver) setLink(p *port, up bool) {
+func (d *driver) setLink(p *port, up bool) {
 	if p.linkDown.Swap(!up) == !up {
 		return
 	}
 	d.log.Info().Uint8("port", p.num).Str("addr", p.addr).Bool("up", up).Msg("tcp: link state changed")
-	_ = d.SetPortDown(p.num, !up)
+	_ = d.setPortDown(p.num, !up)
 }
 
 // parseLinkMsgs calls fn with the interface index and flags of every RTM_NEWLINK message in b

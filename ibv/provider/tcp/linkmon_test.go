@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/internal/testutil"
 )
 
@@ -68,7 +69,7 @@ func TestProbeNeedsHandshake(t *testing.T) {
 	a, b := open(t, 1, Config{}), open(t, 1, Config{})
 	pb, err := b.QueryPort(1)
 	require.NoError(t, err)
-	tr := (*transport)(a.Driver().(*Driver))
+	tr := (*transport)(provider.DeviceDriver(a).(*driver))
 	path := ibv.AHAttr{Addr: pb.Addr, DLID: pb.LID, PortNum: 1}
 	require.NoError(t, tr.Probe(context.Background(), path))
 

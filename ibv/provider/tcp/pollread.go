@@ -10,11 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"unsafe"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"golang.org/x/sys/unix"
 )
 
 // pollReader reads a TCP stream, polling the socket for a short while before parking in the
@@ -158,18 +155,6 @@ func (p *pollReader) readv(fd uintptr) (int, error) {
 	p.iov[1].SetLen(len(p.b2))
 	n, e := sysIovec(unix.SYS_READV, fd, &p.iov[0], 2, len(p.b)+len(p.b2))
 	p.iov = [2]unix.Iovec{}
-	if e != 0 {
-		return -1, e
-	}
-	return n, nil
-}
-
-// read reads into b (unix.Read's results, without its entersyscall for small buffers).
-func (p *pollReader) read(fd uintptr) (int, error) {
-	if len(p.b) == 0 {
-		return 0, nil
-	}
-	n, e := sysRead(fd, unsafe.Pointer(&p.b[0]), len(p.b))
 	if e != 0 {
 		return -1, e
 	}

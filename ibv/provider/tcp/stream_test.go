@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 // TestBulkBothWays drives both streams of a connection at once with many large RDMA writes and
@@ -149,9 +150,9 @@ func TestBrokenStreamsPlaced(t *testing.T) {
 				return
 			case <-time.After(15 * time.Millisecond):
 			}
-			d := a.Driver().(*Driver)
+			d := provider.DeviceDriver(a).(*driver)
 			if i%2 == 1 {
-				d = b.Driver().(*Driver)
+				d = provider.DeviceDriver(b).(*driver)
 			}
 			d.breakStreams()
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -67,9 +68,9 @@ type Config struct {
 	// negative: only Window bounds it): with large segments a window of 128 packets would queue
 	// tens of MiB in front of every later request on a slow rail.
 	WindowBytes int
-	// WrapTransport, when set, wraps the transport the engine sends requests through (tests
+	// wrapTransport, when set, wraps the transport the engine sends requests through (tests
 	// inject loss and duplication with it).
-	WrapTransport func(engine.Transport) engine.Transport
+	wrapTransport func(engine.Transport) engine.Transport
 	// DropInbound, when set, is asked about every inbound packet (local port, packet); true
 	// drops it before the engine sees it (tests lose responses with it: executed requests whose
 	// acknowledgements never arrive).
@@ -110,7 +111,8 @@ const (
 	readBufSize  = 256 << 10
 )
 
-var nextLID atomic.Uint32
+// lids numbers the ports of every tcp device of the process.
+var lids engine.LIDs
 
 type port struct {
 	num  uint8
@@ -131,8 +133,9 @@ type connKey struct {
 	pbits uint8
 }
 
-// Driver is the tcp provider's device driver. Tests reach it through Context.Driver().
-type Driver struct {
+// driver is the tcp provider's device driver (ibv.Driver, ibv.SRQCreator): the engine's Device
+// with the provider's listeners and streams.
+type driver struct {
 	*engine.Device
 	cfg   Config
 	ports []*port
@@ -154,8 +157,8 @@ type Driver struct {
 // returns the device context. Errors wrap ibv.ErrInvalidArgument (bad configuration) or the
 // listen error.
 func Open(cfg Config) (*ibv.Context, error) {
-	if len(cfg.Ports) == 0 || len(cfg.Ports) > 255 {
-		return nil, fmt.Errorf("tcp: %w: %d ports", ibv.ErrInvalidArgument, len(cfg.Ports))
+	if err := engine.CheckPortCount("tcp", len(cfg.Ports)); err != nil {
+		return nil, err
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 3 * time.Second
@@ -173,7 +176,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if cfg.SegmentSize < 0 || cfg.SegmentSize > 1<<20 {
 		return nil, fmt.Errorf("tcp: %w: segment size %d", ibv.ErrInvalidArgument, cfg.SegmentSize)
 	}
-	d := &Driver{cfg: cfg, conns: map[connKey]*conn{}, all: map[*conn]struct{}{}}
+	d := &driver{cfg: cfg, conns: map[connKey]*conn{}, all: map[*conn]struct{}{}}
 	if cfg.Log != nil {
 		d.log = *cfg.Log
 	} else {
@@ -182,13 +185,12 @@ func Open(cfg Config) (*ibv.Context, error) {
 	d.stop, d.cancel = context.WithCancel(context.Background())
 	var attrs []ibv.PortAttr
 	for i, pc := range cfg.Ports {
-		if pc.MTU == 0 {
-			pc.MTU = 4096
-		}
-		if pc.MTU < 256 || pc.MTU > 1<<20 || pc.LMC > 7 {
+		mtu, err := engine.CheckPort("tcp", i+1, pc.MTU, pc.LMC, 1<<20)
+		if err != nil {
 			d.closeListeners()
-			return nil, fmt.Errorf("tcp: %w: port %d MTU %d LMC %d", ibv.ErrInvalidArgument, i+1, pc.MTU, pc.LMC)
+			return nil, err
 		}
+		pc.MTU = mtu
 		ln, err := net.Listen("tcp", pc.Listen)
 		if err != nil {
 			d.closeListeners()
@@ -197,18 +199,16 @@ func Open(cfg Config) (*ibv.Context, error) {
 		ta := ln.Addr().(*net.TCPAddr)
 		p := &port{num: uint8(i + 1), cfg: pc, ln: ln, addr: ta.String(), ip: ta.IP}
 		d.ports = append(d.ports, p)
-		lid := uint16(nextLID.Add(1<<pc.LMC) - (1 << pc.LMC) + 1)
-		attrs = append(attrs, ibv.PortAttr{Num: p.num, State: ibv.PortActive, LID: lid, LMC: pc.LMC, MTU: pc.MTU,
-			Addr: p.addr, Ifname: pc.Ifname})
+		attrs = append(attrs, lids.Port(p.num, pc.LMC, mtu, p.addr, pc.Ifname))
 	}
 	var tr engine.Transport = (*transport)(d)
-	if cfg.WrapTransport != nil {
-		tr = cfg.WrapTransport(tr)
+	if cfg.wrapTransport != nil {
+		tr = cfg.wrapTransport(tr)
 	}
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "tcp", Ports: attrs, Close: d.shutdown,
 		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log, Reliable: true,
 			SegmentSize: cfg.SegmentSize, WindowBytes: cfg.WindowBytes}})
-	d.ctx = ibv.NewContext(d)
+	d.ctx = provider.NewContext(d)
 	d.lm = d.startLinkMonitor()
 	for _, p := range d.ports {
 		d.wg.Add(1)
@@ -217,14 +217,14 @@ func Open(cfg Config) (*ibv.Context, error) {
 	return d.ctx, nil
 }
 
-func (d *Driver) closeListeners() {
+func (d *driver) closeListeners() {
 	for _, p := range d.ports {
 		_ = p.ln.Close()
 	}
 }
 
 // shutdown stops every goroutine and closes every socket (called by Device.Close).
-func (d *Driver) shutdown() error {
+func (d *driver) shutdown() error {
 	d.mu.Lock()
 	d.closed = true
 	conns := make([]*conn, 0, len(d.all))
@@ -242,10 +242,19 @@ func (d *Driver) shutdown() error {
 	return nil
 }
 
-// SetPortDown emulates pulling (down=true) or plugging back a port's cable: while down, every
-// stream of the port is closed, no new stream is accepted or opened, the port reports PortDown
-// and EventPortErr (EventPortActive when it comes back) is posted.
-func (d *Driver) SetPortDown(num uint8, down bool) error {
+// SetPortDown emulates pulling (down=true) or plugging back the cable of port num (1-based) of
+// tcp device dev: while down, every stream of the port is closed, no new stream is accepted or
+// opened, the port reports ibv.PortDown and ibv.EventPortErr (ibv.EventPortActive when it comes
+// back) is posted. Errors wrap ibv.ErrInvalidArgument (not a tcp device, no such port).
+func SetPortDown(dev *ibv.Context, num uint8, down bool) error {
+	d, err := engine.DriverOf[*driver]("tcp", dev)
+	if err != nil {
+		return err
+	}
+	return d.setPortDown(num, down)
+}
+
+func (d *driver) setPortDown(num uint8, down bool) error {
 	if num == 0 || int(num) > len(d.ports) {
 		return fmt.Errorf("tcp: %w: port %d", ibv.ErrInvalidArgument, num)
 	}
@@ -253,8 +262,7 @@ func (d *Driver) SetPortDown(num uint8, down bool) error {
 	if p.down.Swap(down) == down {
 		return nil
 	}
-	if down {
-		d.SetPortState(num, ibv.PortDown)
+	d.SwitchPort(d.ctx, num, down, func() {
 		d.mu.Lock()
 		var victims []*conn
 		for c := range d.all {
@@ -266,19 +274,15 @@ func (d *Driver) SetPortDown(num uint8, down bool) error {
 		for _, c := range victims {
 			c.fail(fmt.Errorf("tcp: port %d down", num))
 		}
-		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortErr, Port: num, Detail: "link down"})
-	} else {
-		d.SetPortState(num, ibv.PortActive)
-		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortActive, Port: num})
-	}
+	})
 	return nil
 }
 
 // transport is the engine.Transport of the device.
-type transport Driver
+type transport driver
 
 func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
-	c, err := (*Driver)(t).stream(path)
+	c, err := (*driver)(t).stream(path)
 	if err != nil {
 		return err
 	}
@@ -291,7 +295,7 @@ func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
 // pulled after it was opened (a silent TCP stream keeps no state that would tell); the probe
 // connection closes before its hello, so the peer never treats it as a stream.
 func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
-	d := (*Driver)(t)
+	d := (*driver)(t)
 	c, err := d.stream(path)
 	if err != nil {
 		return err
@@ -320,7 +324,7 @@ func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
 }
 
 // stream returns the stream of a path, starting a connection when there is none.
-func (d *Driver) stream(path ibv.AHAttr) (*conn, error) {
+func (d *driver) stream(path ibv.AHAttr) (*conn, error) {
 	if path.PortNum == 0 || int(path.PortNum) > len(d.ports) {
 		return nil, fmt.Errorf("tcp: %w: local port %d", ibv.ErrInvalidArgument, path.PortNum)
 	}
@@ -346,7 +350,7 @@ func (d *Driver) stream(path ibv.AHAttr) (*conn, error) {
 	return c, nil
 }
 
-func (d *Driver) forget(c *conn) {
+func (d *driver) forget(c *conn) {
 	d.mu.Lock()
 	if c.dialed && d.conns[c.key] == c {
 		delete(d.conns, c.key)
@@ -355,7 +359,7 @@ func (d *Driver) forget(c *conn) {
 	d.mu.Unlock()
 }
 
-func (d *Driver) acceptLoop(p *port) {
+func (d *driver) acceptLoop(p *port) {
 	defer d.wg.Done()
 	for {
 		nc, err := p.ln.Accept()
@@ -419,7 +423,7 @@ func readHello(r io.Reader) (string, error) {
 
 // breakStreams closes every stream of the device without taking a port down (a transient
 // connection fault; tests use it): the engine retransmits on new streams.
-func (d *Driver) breakStreams() int {
+func (d *driver) breakStreams() int {
 	d.mu.Lock()
 	var victims []*conn
 	for c := range d.all {
@@ -432,8 +436,8 @@ func (d *Driver) breakStreams() int {
 	return len(victims)
 }
 
-var _ ibv.Driver = (*Driver)(nil)
-var _ ibv.SRQCreator = (*Driver)(nil)
+var _ ibv.Driver = (*driver)(nil)
+var _ ibv.SRQCreator = (*driver)(nil)
 var _ engine.Transport = (*transport)(nil)
 var _ engine.Corker = (*transport)(nil)
 var _ engine.StreamActivity = (*transport)(nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 func open(t testing.TB, nports int, cfg Config) *ibv.Context {
@@ -219,7 +220,7 @@ func (d dupTransport) Send(path ibv.AHAttr, hdr, payload []byte) error {
 
 func TestDuplicatedRequests(t *testing.T) {
 	wrap := func(tr engine.Transport) engine.Transport { return dupTransport{tr} }
-	x, y := connect(t, open(t, 1, Config{WrapTransport: wrap}), open(t, 1, Config{}), 1<<20, false, 7)
+	x, y := connect(t, open(t, 1, Config{wrapTransport: wrap}), open(t, 1, Config{}), 1<<20, false, 7)
 	res := make([]byte, 8)
 	for i := 0; i < 50; i++ {
 		wc := post(t, x, ibv.SendWR{Opcode: ibv.OpAtomicFetchAdd, LocalBuf: res, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey, CompareAdd: 1})
@@ -245,7 +246,7 @@ func TestAPMOnBrokenPort(t *testing.T) {
 	x, y := connect(t, a, b, 1<<20, true, 2)
 	wc := post(t, x, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("before"), RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
 	require.Equal(t, ibv.WCSuccess, wc.Status)
-	require.NoError(t, b.Driver().(*Driver).SetPortDown(1, true))
+	require.NoError(t, SetPortDown(b, 1, true))
 	pa, err := b.QueryPort(1)
 	require.NoError(t, err)
 	require.Equal(t, ibv.PortDown, pa.State)
@@ -262,7 +263,7 @@ func TestAPMOnBrokenPort(t *testing.T) {
 	require.Equal(t, ibv.WCSuccess, wc.Status)
 	require.Equal(t, src, got)
 	// no alternate left: the next fault of the (new) primary fails the QP
-	require.NoError(t, b.Driver().(*Driver).SetPortDown(2, true))
+	require.NoError(t, SetPortDown(b, 2, true))
 	wc = post(t, x, ibv.SendWR{ID: 9, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("x"), RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
 	require.Equal(t, ibv.WCRetryExcErr, wc.Status)
 	require.Equal(t, ibv.StateError, x.qp.State())
@@ -350,9 +351,9 @@ func TestBrokenStreamsRecover(t *testing.T) {
 				return
 			case <-time.After(40 * time.Millisecond):
 			}
-			d := a.Driver().(*Driver)
+			d := provider.DeviceDriver(a).(*driver)
 			if i%2 == 1 {
-				d = b.Driver().(*Driver)
+				d = provider.DeviceDriver(b).(*driver)
 			}
 			breaks += d.breakStreams()
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -46,8 +47,8 @@ type Config struct {
 	// Engine tuning (zero values: engine defaults).
 	TimeoutFloor time.Duration
 	Window       int
-	// WrapTransport, when set, wraps the engine's request transport (tests inject faults).
-	WrapTransport func(engine.Transport) engine.Transport
+	// wrapTransport, when set, wraps the engine's request transport (tests inject faults).
+	wrapTransport func(engine.Transport) engine.Transport
 	Log           *zerolog.Logger
 }
 
@@ -61,7 +62,8 @@ const (
 	maxMTU      = 65000
 )
 
-var nextLID atomic.Uint32
+// lids numbers the ports of every udp device of the process.
+var lids engine.LIDs
 
 type port struct {
 	num   uint8
@@ -74,8 +76,9 @@ type port struct {
 	links map[netip.AddrPort]*link
 }
 
-// Driver is the udp provider's device driver (reach it through Context.Driver()).
-type Driver struct {
+// driver is the udp provider's device driver (ibv.Driver, ibv.SRQCreator): the engine's
+// Device with the provider's sockets.
+type driver struct {
 	*engine.Device
 	cfg   Config
 	ports []*port
@@ -94,8 +97,8 @@ type Driver struct {
 // Open opens a udp device: it binds every port and returns the device context. Errors wrap
 // ibv.ErrInvalidArgument (bad configuration) or the bind error.
 func Open(cfg Config) (*ibv.Context, error) {
-	if len(cfg.Ports) == 0 || len(cfg.Ports) > 255 {
-		return nil, fmt.Errorf("udp: %w: %d ports", ibv.ErrInvalidArgument, len(cfg.Ports))
+	if err := engine.CheckPortCount("udp", len(cfg.Ports)); err != nil {
+		return nil, err
 	}
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = time.Second
@@ -103,7 +106,7 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if cfg.Name == "" {
 		cfg.Name = "udp0"
 	}
-	d := &Driver{cfg: cfg, probes: map[uint64]chan struct{}{}}
+	d := &driver{cfg: cfg, probes: map[uint64]chan struct{}{}}
 	if cfg.Log != nil {
 		d.log = *cfg.Log
 	} else {
@@ -112,12 +115,10 @@ func Open(cfg Config) (*ibv.Context, error) {
 	d.stop, d.cancel = context.WithCancel(context.Background())
 	var attrs []ibv.PortAttr
 	for i, pc := range cfg.Ports {
-		if pc.MTU == 0 {
-			pc.MTU = 4096
-		}
-		if pc.MTU < 256 || pc.MTU > maxMTU || pc.LMC > 7 {
+		mtu, err := engine.CheckPort("udp", i+1, pc.MTU, pc.LMC, maxMTU)
+		if err != nil {
 			d.closeSockets()
-			return nil, fmt.Errorf("udp: %w: port %d MTU %d LMC %d", ibv.ErrInvalidArgument, i+1, pc.MTU, pc.LMC)
+			return nil, err
 		}
 		la, err := net.ResolveUDPAddr("udp", pc.Listen)
 		if err != nil {
@@ -133,17 +134,15 @@ func Open(cfg Config) (*ibv.Context, error) {
 		_ = uc.SetWriteBuffer(4 << 20)
 		p := &port{num: uint8(i + 1), uc: uc, links: map[netip.AddrPort]*link{}, addr: uc.LocalAddr().String(), buf: make([]byte, 0, maxMTU+wire.MaxHeaderLen)}
 		d.ports = append(d.ports, p)
-		lid := uint16(nextLID.Add(1<<pc.LMC) - (1 << pc.LMC) + 1)
-		attrs = append(attrs, ibv.PortAttr{Num: p.num, State: ibv.PortActive, LID: lid, LMC: pc.LMC, MTU: pc.MTU,
-			Addr: p.addr, Ifname: pc.Ifname})
+		attrs = append(attrs, lids.Port(p.num, pc.LMC, mtu, p.addr, pc.Ifname))
 	}
 	var tr engine.Transport = (*transport)(d)
-	if cfg.WrapTransport != nil {
-		tr = cfg.WrapTransport(tr)
+	if cfg.wrapTransport != nil {
+		tr = cfg.wrapTransport(tr)
 	}
 	d.Device = engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Provider: "udp", Ports: attrs, Close: d.shutdown,
 		Engine: engine.Config{Transport: tr, TimeoutFloor: cfg.TimeoutFloor, Window: cfg.Window, Log: cfg.Log}})
-	d.ctx = ibv.NewContext(d)
+	d.ctx = provider.NewContext(d)
 	for _, p := range d.ports {
 		d.wg.Add(1)
 		go d.readLoop(p)
@@ -151,39 +150,43 @@ func Open(cfg Config) (*ibv.Context, error) {
 	return d.ctx, nil
 }
 
-func (d *Driver) closeSockets() {
+func (d *driver) closeSockets() {
 	for _, p := range d.ports {
 		_ = p.uc.Close()
 	}
 }
 
-func (d *Driver) shutdown() error {
+func (d *driver) shutdown() error {
 	d.cancel()
 	d.closeSockets()
 	d.wg.Wait()
 	return nil
 }
 
-// SetPortDown emulates pulling (down=true) or plugging back a port's cable: while down the port
-// neither sends nor receives, reports PortDown, and EventPortErr / EventPortActive is posted.
-func (d *Driver) SetPortDown(num uint8, down bool) error {
+// SetPortDown emulates pulling (down=true) or plugging back the cable of port num (1-based) of
+// udp device dev: while down the port neither sends nor receives, reports ibv.PortDown, and
+// ibv.EventPortErr / ibv.EventPortActive is posted. Errors wrap ibv.ErrInvalidArgument (not a
+// udp device, no such port).
+func SetPortDown(dev *ibv.Context, num uint8, down bool) error {
+	d, err := engine.DriverOf[*driver]("udp", dev)
+	if err != nil {
+		return err
+	}
+	return d.setPortDown(num, down)
+}
+
+func (d *driver) setPortDown(num uint8, down bool) error {
 	if num == 0 || int(num) > len(d.ports) {
 		return fmt.Errorf("udp: %w: port %d", ibv.ErrInvalidArgument, num)
 	}
 	if d.ports[num-1].down.Swap(down) == down {
 		return nil
 	}
-	if down {
-		d.SetPortState(num, ibv.PortDown)
-		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortErr, Port: num, Detail: "link down"})
-	} else {
-		d.SetPortState(num, ibv.PortActive)
-		d.ctx.PostEvent(ibv.AsyncEvent{Type: ibv.EventPortActive, Port: num})
-	}
+	d.SwitchPort(d.ctx, num, down, nil)
 	return nil
 }
 
-func (d *Driver) dest(addr string) (netip.AddrPort, error) {
+func (d *driver) dest(addr string) (netip.AddrPort, error) {
 	if v, ok := d.dests.Load(addr); ok {
 		return v.(netip.AddrPort), nil
 	}
@@ -197,7 +200,7 @@ func (d *Driver) dest(addr string) (netip.AddrPort, error) {
 	return ap, nil
 }
 
-func (d *Driver) port(n uint8) (*port, error) {
+func (d *driver) port(n uint8) (*port, error) {
 	if n == 0 || int(n) > len(d.ports) {
 		return nil, fmt.Errorf("udp: %w: local port %d", ibv.ErrInvalidArgument, n)
 	}
@@ -222,10 +225,10 @@ func (p *port) send(to netip.AddrPort, hdr, payload []byte) error {
 	return err
 }
 
-type transport Driver
+type transport driver
 
 func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
-	d := (*Driver)(t)
+	d := (*driver)(t)
 	p, err := d.port(path.PortNum)
 	if err != nil {
 		return err
@@ -239,7 +242,7 @@ func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
 
 // Probe sends probe datagrams on path until one is answered (APM path load).
 func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
-	d := (*Driver)(t)
+	d := (*driver)(t)
 	p, err := d.port(path.PortNum)
 	if err != nil {
 		return err
@@ -289,7 +292,7 @@ type link struct {
 func (l *link) Reply(hdr, payload []byte) error { return l.p.send(l.to, hdr, payload) }
 func (l *link) RemoteAddr() string              { return l.addr }
 
-func (d *Driver) readLoop(p *port) {
+func (d *driver) readLoop(p *port) {
 	defer d.wg.Done()
 	e := d.Engine()
 	var b engine.Batch
@@ -345,7 +348,7 @@ func (d *Driver) readLoop(p *port) {
 	}
 }
 
-var _ ibv.Driver = (*Driver)(nil)
-var _ ibv.SRQCreator = (*Driver)(nil)
+var _ ibv.Driver = (*driver)(nil)
+var _ ibv.SRQCreator = (*driver)(nil)
 var _ engine.Transport = (*transport)(nil)
 var _ engine.Link = (*link)(nil)

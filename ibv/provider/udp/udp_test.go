@@ -13,6 +13,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/ibv/provider"
 )
 
 func open(t testing.TB, nports int, cfg Config) *ibv.Context { return openMTU(t, nports, 0, cfg) }
@@ -166,7 +167,7 @@ func TestRCOverLossyUDP(t *testing.T) {
 	wrap := func(tr engine.Transport) engine.Transport {
 		return &lossy{Transport: tr, rng: rand.New(rand.NewPCG(3, 4)), drop: 3}
 	}
-	x, y := connectRC(t, open(t, 1, Config{WrapTransport: wrap}), open(t, 1, Config{}), 2<<20, false)
+	x, y := connectRC(t, open(t, 1, Config{wrapTransport: wrap}), open(t, 1, Config{}), 2<<20, false)
 	src := pattern(1<<20, 5)
 	wc := post(t, x, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: src, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
 	require.Equal(t, ibv.WCSuccess, wc.Status)
@@ -186,7 +187,7 @@ func TestRCOverLossyUDP(t *testing.T) {
 func TestRCAPMOverUDP(t *testing.T) {
 	a, b := open(t, 2, Config{}), open(t, 2, Config{})
 	x, y := connectRC(t, a, b, 1<<20, true)
-	require.NoError(t, b.Driver().(*Driver).SetPortDown(1, true))
+	require.NoError(t, SetPortDown(b, 1, true))
 	src := pattern(100000, 1)
 	wc := post(t, x, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: src, RemoteAddr: y.mr.Addr, RKey: y.mr.RKey})
 	require.Equal(t, ibv.WCSuccess, wc.Status)
@@ -198,9 +199,9 @@ func TestRCAPMOverUDP(t *testing.T) {
 func TestProbeFailsOnDownPort(t *testing.T) {
 	a, b := open(t, 1, Config{ProbeTimeout: 100 * time.Millisecond}), open(t, 1, Config{})
 	pb, _ := b.QueryPort(1)
-	require.NoError(t, b.Driver().(*Driver).SetPortDown(1, true))
-	tr := (*transport)(a.Driver().(*Driver))
+	require.NoError(t, SetPortDown(b, 1, true))
+	tr := (*transport)(provider.DeviceDriver(a).(*driver))
 	require.ErrorIs(t, tr.Probe(context.Background(), ibv.AHAttr{Addr: pb.Addr, PortNum: 1}), ErrProbe)
-	require.NoError(t, b.Driver().(*Driver).SetPortDown(1, false))
+	require.NoError(t, SetPortDown(b, 1, false))
 	require.NoError(t, tr.Probe(context.Background(), ibv.AHAttr{Addr: pb.Addr, PortNum: 1}))
 }

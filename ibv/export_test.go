@@ -1,0 +1,4 @@
+package ibv
+
+// CheckSendWR is checkSendWR, for the external tests.
+var CheckSendWR = checkSendWR
