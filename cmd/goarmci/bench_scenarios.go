@@ -813,8 +813,9 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 		out.results = timelines
 	}
 	out.plots = func(path string) []bench.PlotRequest {
-		return []bench.PlotRequest{bench.TimelinePlot(path, fmt.Sprintf("%s of %s, rail %d cut to 1/%g", s.f.op, s.f.size, s.f.cutRail, s.f.cutFactor),
-			series, []bench.Event{{Name: "rate cut", Ms: ev}})}
+		title := fmt.Sprintf("goarmci multi-rail hot spot: rail %d cut to 1/%g of its rate %s after the start\n%s",
+			s.f.cutRail, s.f.cutFactor, seconds(s.f.event), s.timelineLine(s.f.op, timelines))
+		return []bench.PlotRequest{bench.TimelinePlot(path, title, series, []bench.Event{{Name: "rate cut", Ms: ev}})}
 	}
 	return out, nil
 }
@@ -888,9 +889,39 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		out.results = timelines
 	}
 	out.plots = func(path string) []bench.PlotRequest {
-		return []bench.PlotRequest{bench.TimelinePlot(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)}
+		title := fmt.Sprintf("goarmci network fault: rail 0 pulled %s after the start, plugged back %s later\n%s",
+			seconds(s.f.event), seconds(s.f.down), s.timelineLine(strings.Join(ops, " and "), timelines))
+		return []bench.PlotRequest{bench.TimelinePlot(path, title, series, events)}
 	}
 	return out, nil
+}
+
+// timelineLine is a timeline figure's second title line: the operations and their size, the
+// rails and their rate, the transport and the ranks.
+func (s *scenario) timelineLine(ops string, runs []*bench.Result) string {
+	size := s.f.size
+	if n, err := bench.ParseSize(size); err == nil {
+		size = sizeName(n)
+	}
+	line := fmt.Sprintf("%s of %s, %d rails at %s each", ops, size, s.f.rails, s.f.rate)
+	if len(runs) > 0 && runs[0].Transport != "" {
+		line += ", " + runs[0].Transport
+	}
+	return line + ", 2 ranks"
+}
+
+// seconds writes a duration for a figure's title with 3 significant digits: "2.67 s", "2 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3g s", d.Seconds()) }
+
+// sizeName writes a byte count the way -size takes it back: "1 MiB", "512 KiB", "100 B".
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // txBytes samples host 0's transmitted bytes on every rail (nil on error).

@@ -90,6 +90,11 @@ func TestScenarioPaths(t *testing.T) {
 	assert.Equal(t, "/x/a_put_bw.png", suffixPath("/x/a.png", "put_bw"))
 	assert.Equal(t, "1 rail", configName(1, "auto"))
 	assert.Equal(t, "2 rails bss", configName(2, "bss"))
+	assert.Equal(t, "1 MiB", sizeName(1<<20))
+	assert.Equal(t, "512 KiB", sizeName(512<<10))
+	assert.Equal(t, "1000 B", sizeName(1000))
+	assert.Equal(t, "2.67 s", seconds(8*time.Second/3))
+	assert.Equal(t, "2 s", seconds(2*time.Second))
 }
 
 // TestBenchRailsSmoke runs one tiny rails scenario on the netns testbed (2 rails, even policy,
