@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/goarmci/goarmci/bench/progress"
 )
 
 // System is one contender of a comparison: goarmci or a peer. Run performs one complete run
@@ -39,8 +41,9 @@ type Samples struct {
 // Alternate runs every system runs times, alternating (run k starts with system k mod n, so no
 // system always runs on a warm or a cold machine), and gathers the first column of every row.
 // A system other than the first that fails is reported on log and left out; the first failing
-// is an error.
-func Alternate(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Samples, error) {
+// is an error. prog (nil: none) is told of each run as it starts and ends ("run 3/5 goarmci
+// done"): one step per run, runs × len(systems) in all, less the runs a left-out system skips.
+func Alternate(ctx context.Context, name string, systems []System, runs int, log io.Writer, prog *progress.Bar) (*Samples, error) {
 	if len(systems) == 0 || runs < 1 {
 		return nil, fmt.Errorf("%w: compare needs a system and a run", ErrOptions)
 	}
@@ -51,6 +54,8 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 			if s.Failed[i] {
 				continue
 			}
+			run := fmt.Sprintf("run %d/%d %s", k+1, runs, systems[i].Name)
+			prog.Start(run)
 			res, err := systems[i].Run(ctx)
 			if err == nil && len(res.Rows) == 0 {
 				err = fmt.Errorf("%w: no rows", ErrParse)
@@ -61,6 +66,8 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 				}
 				fmt.Fprintf(log, "goarmci: bench: %s: %s left out: %v\n", name, systems[i].Name, err)
 				s.Failed[i] = true
+				prog.AddTotal(-(runs - k - 1))
+				prog.Step(run + " failed, left out")
 				continue
 			}
 			if s.Vals[i] == nil {
@@ -92,6 +99,7 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 					s.Keys = append(s.Keys, row.Size)
 				}
 			}
+			prog.Step(run + " done")
 		}
 	}
 	return s, nil
@@ -111,13 +119,14 @@ func (s *Samples) Live() []int {
 // Compare runs the systems as Alternate does and returns one table: per size, each system's
 // median, minimum and maximum over its runs (columns "NAME", "NAME min", "NAME max"; the
 // systems' Extra columns after them, as systems of their own), then the first system's ratio
-// of medians to each other system ("goarmci/NAME").
-func Compare(ctx context.Context, name string, systems []System, runs int, log io.Writer) (*Result, error) {
+// of medians to each other system ("goarmci/NAME"). prog (nil: none) follows the runs as in
+// Alternate.
+func Compare(ctx context.Context, name string, systems []System, runs int, log io.Writer, prog *progress.Bar) (*Result, error) {
 	s, err := Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	smp, err := Alternate(ctx, name, systems, runs, log)
+	smp, err := Alternate(ctx, name, systems, runs, log, prog)
 	if err != nil {
 		return nil, err
 	}

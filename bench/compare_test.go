@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/bench/progress"
 )
 
 func fixed(vals ...[2]float64) func(context.Context) (*bench.Result, error) {
@@ -43,10 +46,24 @@ func TestCompareMediansRatiosAndAlternation(t *testing.T) {
 			return nil, errors.New("boom")
 		}},
 	}
-	var log bytes.Buffer
-	res, err := bench.Compare(context.Background(), "put_latency", systems, 5, &log)
+	var log, lines bytes.Buffer
+	now := time.Unix(0, 0)
+	prog := progress.New(&lines, "goarmci: bench compare put_latency", "runs", 5*len(systems),
+		progress.WithClock(func() time.Time { now = now.Add(time.Second); return now }))
+	res, err := bench.Compare(context.Background(), "put_latency", systems, 5, &log, prog)
 	require.NoError(t, err)
+	prog.End()
 	assert.Contains(t, log.String(), "broken left out")
+	// One plain line per run; the broken system's 4 runs it will not make leave the total.
+	got := strings.Split(strings.TrimSuffix(lines.String(), "\n"), "\n")
+	require.Len(t, got, 11, lines.String())
+	assert.Equal(t, []string{
+		"goarmci: bench compare put_latency: run 1/5 goarmci done (1/15 runs, 1.0s)",
+		"goarmci: bench compare put_latency: run 1/5 mpi done (2/15 runs, 2.0s)",
+		"goarmci: bench compare put_latency: run 1/5 broken failed, left out (3/11 runs, 3.0s)",
+		"goarmci: bench compare put_latency: run 2/5 mpi done (4/11 runs, 4.0s)",
+	}, got[:4])
+	assert.Equal(t, "goarmci: bench compare put_latency: run 5/5 goarmci done (11/11 runs, 11.0s)", got[10])
 	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "mpi", "mpi min", "mpi max", "goarmci/mpi"}, res.Columns)
 	require.Len(t, res.Rows, 2)
 	// median of 3,1,2,10,5 = 3, range 1..10; the ratio is of the medians
@@ -67,7 +84,7 @@ func TestCompareMediansRatiosAndAlternation(t *testing.T) {
 	assert.Equal(t, []string{"g", "m", "b", "m", "g", "g", "m", "g", "m", "m", "g"}, order)
 
 	systems[0].Run = func(context.Context) (*bench.Result, error) { return nil, errors.New("no") }
-	_, err = bench.Compare(context.Background(), "put_latency", systems, 1, &log)
+	_, err = bench.Compare(context.Background(), "put_latency", systems, 1, &log, nil)
 	assert.Error(t, err)
 }
 
@@ -92,7 +109,7 @@ func TestCompareExtraColumns(t *testing.T) {
 		return &bench.Result{Columns: []string{bench.ColBandwidth, bench.ColTCPStream},
 			Rows: []bench.Row{{Size: 1 << 20, Values: []float64{float64(100 * k), float64(200 * k)}}}}, nil
 	}, Extra: []bench.ExtraColumn{{Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}}}
-	res, err := bench.Compare(context.Background(), "put_bw", systems, 3, io.Discard)
+	res, err := bench.Compare(context.Background(), "put_bw", systems, 3, io.Discard, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"goarmci", "goarmci min", "goarmci max", "socket", "socket min", "socket max", "goarmci/socket"}, res.Columns)
 	require.Len(t, res.Rows, 1)

@@ -110,7 +110,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		path := *out
 		if len(results) > 1 {
 			ext := filepath.Ext(path)
-			path = strings.TrimSuffix(path, ext) + "_" + r.Name + ext
+			path = strings.TrimSuffix(path, ext) + "_" + fileTag(r.Name) + ext
 		}
 		if err := benchplot.WriteResult(r, path); err != nil {
 			return fail(fmt.Errorf("%s: %w", path, err))
@@ -119,7 +119,23 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	return 0
 }
 
-// decodeResults reads a stream of JSON results: objects, or arrays of them.
+// fileTag makes a result's name usable in a file name: "Put (MB/s)" → "Put_MB_s".
+func fileTag(name string) string {
+	var b strings.Builder
+	for _, f := range strings.FieldsFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) {
+		if b.Len() > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteString(f)
+	}
+	return b.String()
+}
+
+// decodeResults reads a stream of JSON results: objects, or arrays of them. Summary tables
+// (bench.Table, with a "key" column and text keys: the scenarios print them beside their
+// results) are skipped: they have no size axis to plot against.
 func decodeResults(rd io.Reader) ([]*bench.Result, error) {
 	dec := json.NewDecoder(rd)
 	var out []*bench.Result
@@ -137,6 +153,12 @@ func decodeResults(rd io.Reader) ([]*bench.Result, error) {
 				return nil, err
 			}
 			out = append(out, rs...)
+			continue
+		}
+		var table struct {
+			Key *string `json:"key"`
+		}
+		if json.Unmarshal(raw, &table) == nil && table.Key != nil {
 			continue
 		}
 		var r bench.Result

@@ -46,6 +46,26 @@ func TestResultsFromFilesAndStdin(t *testing.T) {
 	pngAt(t, filepath.Join(dir, "ga_ga_get.png"))
 }
 
+// A scenario's JSON: results named after their column ("Put (MB/s)") become file-name tags,
+// and its summary tables (text keys) are skipped.
+func TestScenarioResultsAndTables(t *testing.T) {
+	dir := t.TempDir()
+	var in bytes.Buffer
+	require.NoError(t, result("Put (MB/s)").WriteJSON(&in))
+	require.NoError(t, result("Get (MB/s)").WriteJSON(&in))
+	tab := &bench.Table{Name: "rails_ratio", Title: "# x", Key: "Config", Columns: []string{"Put 1 MiB x1rail"},
+		Rows: []bench.TableRow{{Key: "2 rails auto", Values: []float64{2}}}}
+	require.NoError(t, tab.Write(&in, "json"))
+	var e bytes.Buffer
+	require.Equal(t, 0, run([]string{"-o", filepath.Join(dir, "rails.png")}, &in, &e), e.String())
+	pngAt(t, filepath.Join(dir, "rails_Put_MB_s.png"))
+	pngAt(t, filepath.Join(dir, "rails_Get_MB_s.png"))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no file for the table")
+	assert.Equal(t, "ga_put", fileTag("ga_put"))
+}
+
 func TestRequests(t *testing.T) {
 	dir := t.TempDir()
 	var in bytes.Buffer

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/bench/progress"
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/rma"
 )
@@ -482,8 +483,11 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 				g.alg = "dissemination"
 			}
 		}
+		// The ranks' and the peers' notes share standard error with the progress bar (made
+		// once the systems are known).
+		errw := stderr
 		systems := []bench.System{{Name: "goarmci", Run: func(ctx context.Context) (*bench.Result, error) {
-			rs, err := launchBench(ctx, stderr, &g, f.np, []string{n})
+			rs, err := launchBench(ctx, errw, &g, f.np, []string{n})
 			if err != nil {
 				return nil, err
 			}
@@ -506,7 +510,10 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		if len(systems) == 1 {
 			fmt.Fprintf(stderr, "goarmci: bench: no peer runs %s here; goarmci alone\n", n)
 		}
-		res, err := bench.Compare(ctx, n, systems, f.runs, stderr)
+		prog := progress.New(stderr, "goarmci: bench compare "+n, "runs", f.runs*len(systems))
+		errw = prog.Writer(stderr)
+		res, err := bench.Compare(ctx, n, systems, f.runs, errw, prog)
+		prog.End()
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}

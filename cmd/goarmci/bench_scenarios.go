@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/bench/progress"
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/internal/testutil"
 	"github.com/goarmci/goarmci/rma"
@@ -252,6 +253,46 @@ func (f *scenarioFlags) rankOptions() (bench.ScenarioOptions, error) {
 	return o.Check(f.name)
 }
 
+// jobs is the number of jobs the scenario launches (its progress steps): rails one per rail count
+// and policy (one rail once), interleave one per rail count, hotspot one per policy, fault one
+// per -apm value and operation, app one per rail count and one more per count above one with
+// -pull.
+func (f *scenarioFlags) jobs() int {
+	counts, _ := f.railCounts()
+	switch f.name {
+	case bench.ScenarioRails:
+		n := 0
+		for _, c := range counts {
+			if c == 1 {
+				n++
+			} else {
+				n += len(f.policyList())
+			}
+		}
+		return n
+	case bench.ScenarioInterleave:
+		return len(counts)
+	case bench.ScenarioHotspot:
+		return len(f.policyList())
+	case bench.ScenarioFault:
+		ops := 1
+		if f.op == "both" {
+			ops = 2
+		}
+		return ops * len(strings.Split(f.apm, ","))
+	case bench.ScenarioApp:
+		n := 0
+		for _, c := range counts {
+			n++
+			if f.pull && c > 1 {
+				n++
+			}
+		}
+		return n
+	}
+	return 0
+}
+
 // railCounts are the rail counts of rails and interleave.
 func (f *scenarioFlags) railCounts() ([]int, error) {
 	if f.counts == "" {
@@ -311,7 +352,9 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) e
 		return &exitError{code: 1, err: fmt.Errorf("bench %s: %w", f.name, err)}
 	}
 	defer tb.Close()
-	s := &scenario{f: f, tb: tb, stderr: stderr}
+	prog := progress.New(stderr, "goarmci: bench "+f.name, "jobs", f.jobs())
+	defer prog.End()
+	s := &scenario{f: f, tb: tb, stderr: prog.Writer(stderr), prog: prog}
 	if err := s.setRates(); err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -328,6 +371,7 @@ func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) e
 	case bench.ScenarioApp:
 		out, err = s.appRuns(ctx)
 	}
+	prog.End()
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("bench %s: %w", f.name, err)}
 	}
@@ -375,7 +419,8 @@ func scenarioRank(ctx context.Context, stdout, stderr io.Writer, f *scenarioFlag
 type scenario struct {
 	f      *scenarioFlags
 	tb     *testutil.Testbed
-	stderr io.Writer
+	stderr io.Writer     // the ranks' lines (-v) and notes; shares the terminal with prog
+	prog   *progress.Bar // one step per job (f.jobs())
 }
 
 // setRates puts the -rate tbf on both hosts' egress of every rail.
@@ -635,11 +680,12 @@ func (s *scenario) rails(ctx context.Context) (scenarioOutput, error) {
 			pols = []string{"auto"}
 		}
 		for _, pol := range pols {
+			s.prog.Start(configName(n, pol))
 			jr, err := s.launch(ctx, n, []string{"GOARMCI_STRIPE_POLICY=" + pol}, "put", nil)
 			if err != nil {
 				return scenarioOutput{}, fmt.Errorf("%d rails, policy %s: %w", n, pol, err)
 			}
-			fmt.Fprintf(s.stderr, "goarmci: bench rails: %s done\n", configName(n, pol))
+			s.prog.Step(configName(n, pol) + " done")
 			runs = append(runs, jr.res)
 			names = append(names, configName(n, pol))
 			railsOf = append(railsOf, n)
@@ -681,10 +727,12 @@ func (s *scenario) interleave(ctx context.Context) (scenarioOutput, error) {
 	counts, _ := s.f.railCounts()
 	var out scenarioOutput
 	for _, n := range counts {
+		s.prog.Start(strings.TrimSpace(configName(n, "")))
 		jr, err := s.launch(ctx, n, nil, "put", nil)
 		if err != nil {
 			return out, fmt.Errorf("%d rails: %w", n, err)
 		}
+		s.prog.Step(strings.TrimSpace(configName(n, "")) + " done")
 		jr.res.Header = append(jr.res.Header, s.rateHeader([]int{n})...)
 		out.results = append(out.results, jr.res)
 	}
@@ -719,6 +767,7 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 	ev := 0.0
 	for _, pol := range s.f.policyList() {
 		var txAtCut []uint64
+		s.prog.Start("policy " + pol)
 		tx0 := s.txBytes()
 		jr, err := s.launch(ctx, s.f.rails, []string{"GOARMCI_STRIPE_POLICY=" + pol}, s.f.op, func(ctx context.Context, start time.Time) map[string]time.Time {
 			if sleepUntil(ctx, start.Add(s.f.event)) != nil {
@@ -757,15 +806,16 @@ func (s *scenario) hotspot(ctx context.Context) (scenarioOutput, error) {
 		series = append(series, bench.Series{Name: pol, TL: tl})
 		jr.res.Header = append(jr.res.Header, fmt.Sprintf("Run: policy %s; rail %d cut at %.1f ms", pol, s.f.cutRail, ev))
 		timelines = append(timelines, jr.res)
-		fmt.Fprintf(s.stderr, "goarmci: bench hotspot: %s done\n", pol)
+		s.prog.Step("policy " + pol + " done")
 	}
 	out := scenarioOutput{tables: []*bench.Table{tab}}
 	if s.f.timelines || s.f.format != "text" {
 		out.results = timelines
 	}
 	out.plots = func(path string) []bench.PlotRequest {
-		return []bench.PlotRequest{bench.TimelinePlot(path, fmt.Sprintf("%s of %s, rail %d cut to 1/%g", s.f.op, s.f.size, s.f.cutRail, s.f.cutFactor),
-			series, []bench.Event{{Name: "rate cut", Ms: ev}})}
+		title := fmt.Sprintf("goarmci multi-rail hot spot: rail %d cut to 1/%g of its rate %s after the start\n%s",
+			s.f.cutRail, s.f.cutFactor, seconds(s.f.event), s.timelineLine(s.f.op, timelines))
+		return []bench.PlotRequest{bench.TimelinePlot(path, title, series, []bench.Event{{Name: "rate cut", Ms: ev}})}
 	}
 	return out, nil
 }
@@ -792,6 +842,7 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		apm = strings.TrimSpace(apm)
 		for _, op := range ops {
 			key := fmt.Sprintf("%s APM=%s", op, apm)
+			s.prog.Start(key)
 			jr, err := s.launch(ctx, s.f.rails, []string{"GOARMCI_APM=" + apm}, op, func(ctx context.Context, start time.Time) map[string]time.Time {
 				m := map[string]time.Time{}
 				if sleepUntil(ctx, start.Add(s.f.event)) != nil {
@@ -830,7 +881,7 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 			if len(events) == 0 {
 				events = []bench.Event{{Name: "rail 0 down", Ms: d}, {Name: "rail 0 up", Ms: u}}
 			}
-			fmt.Fprintf(s.stderr, "goarmci: bench fault: %s done\n", key)
+			s.prog.Step(key + " done")
 		}
 	}
 	out := scenarioOutput{tables: []*bench.Table{tab}}
@@ -838,9 +889,39 @@ func (s *scenario) fault(ctx context.Context) (scenarioOutput, error) {
 		out.results = timelines
 	}
 	out.plots = func(path string) []bench.PlotRequest {
-		return []bench.PlotRequest{bench.TimelinePlot(path, "bandwidth per iteration, rail 0 pulled and plugged back", series, events)}
+		title := fmt.Sprintf("goarmci network fault: rail 0 pulled %s after the start, plugged back %s later\n%s",
+			seconds(s.f.event), seconds(s.f.down), s.timelineLine(strings.Join(ops, " and "), timelines))
+		return []bench.PlotRequest{bench.TimelinePlot(path, title, series, events)}
 	}
 	return out, nil
+}
+
+// timelineLine is a timeline figure's second title line: the operations and their size, the
+// rails and their rate, the transport and the ranks.
+func (s *scenario) timelineLine(ops string, runs []*bench.Result) string {
+	size := s.f.size
+	if n, err := bench.ParseSize(size); err == nil {
+		size = sizeName(n)
+	}
+	line := fmt.Sprintf("%s of %s, %d rails at %s each", ops, size, s.f.rails, s.f.rate)
+	if len(runs) > 0 && runs[0].Transport != "" {
+		line += ", " + runs[0].Transport
+	}
+	return line + ", 2 ranks"
+}
+
+// seconds writes a duration for a figure's title with 3 significant digits: "2.67 s", "2 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3g s", d.Seconds()) }
+
+// sizeName writes a byte count the way -size takes it back: "1 MiB", "512 KiB", "100 B".
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // txBytes samples host 0's transmitted bytes on every rail (nil on error).
@@ -927,6 +1008,7 @@ func (s *scenario) appRuns(ctx context.Context) (scenarioOutput, error) {
 					return m
 				}
 			}
+			s.prog.Start(key)
 			t0 := time.Now()
 			jr, err := s.launch(ctx, n, nil, "", event)
 			wall := time.Since(t0).Seconds()
@@ -948,7 +1030,7 @@ func (s *scenario) appRuns(ctx context.Context) (scenarioOutput, error) {
 				verified = 1
 			}
 			tab.Rows = append(tab.Rows, bench.TableRow{Key: key, Values: []float64{wall, prog, verified}})
-			fmt.Fprintf(s.stderr, "goarmci: bench app: %s done (%.2f s)\n", key, wall)
+			s.prog.Step(fmt.Sprintf("%s done in %.2f s", key, wall))
 		}
 	}
 	return scenarioOutput{tables: []*bench.Table{tab}}, nil

@@ -47,6 +47,26 @@ func TestParseScenarioDefaults(t *testing.T) {
 	assert.Equal(t, "put", f.op)
 }
 
+// The progress counts one step per launched job.
+func TestScenarioJobs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		jobs int
+	}{
+		{[]string{"rails", "-rails", "3"}, 1 + 2*6}, // one rail once, then 6 policies for 2 and 3
+		{[]string{"rails", "-rails", "4", "-counts", "1,4", "-policies", "auto,even"}, 3},
+		{[]string{"interleave", "-rails", "2"}, 2},
+		{[]string{"hotspot", "-policies", "adaptive,bss:2,even"}, 3},
+		{[]string{"fault"}, 4}, // put and get, APM on and off
+		{[]string{"fault", "-op", "put", "-apm", "true"}, 1},
+		{[]string{"app", "-rails", "2", "-pull", "--", "true"}, 3},
+	} {
+		f, err := parseScenario(&bytes.Buffer{}, c.args)
+		require.NoError(t, err, "%v", c.args)
+		assert.Equal(t, c.jobs, f.jobs(), "%v", c.args)
+	}
+}
+
 func TestParseScenarioErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"rails", "-rails", "5"},
@@ -70,6 +90,11 @@ func TestScenarioPaths(t *testing.T) {
 	assert.Equal(t, "/x/a_put_bw.png", suffixPath("/x/a.png", "put_bw"))
 	assert.Equal(t, "1 rail", configName(1, "auto"))
 	assert.Equal(t, "2 rails bss", configName(2, "bss"))
+	assert.Equal(t, "1 MiB", sizeName(1<<20))
+	assert.Equal(t, "512 KiB", sizeName(512<<10))
+	assert.Equal(t, "1000 B", sizeName(1000))
+	assert.Equal(t, "2.67 s", seconds(8*time.Second/3))
+	assert.Equal(t, "2 s", seconds(2*time.Second))
 }
 
 // TestBenchRailsSmoke runs one tiny rails scenario on the netns testbed (2 rails, even policy,

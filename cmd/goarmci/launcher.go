@@ -19,8 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mattn/go-isatty"
+	"golang.org/x/term"
 
+	"github.com/goarmci/goarmci/bench/progress"
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/internal/config"
 )
@@ -37,12 +38,19 @@ type job struct {
 	grace          time.Duration // SIGTERM → SIGKILL
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// progress: show the ranks started and finished and the elapsed time on stderr (a bar on a
+	// terminal, else a line per event and one every runHeartbeat).
+	progress bool
 }
+
+// runHeartbeat is how often `goarmci run --progress` says the job is still running when its
+// standard error is no terminal.
+const runHeartbeat = 30 * time.Second
 
 // isTerminal reports whether w is a terminal (an *os.File on a tty).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // rankExit is how one rank ended.
@@ -57,7 +65,15 @@ const exitTimeout = 124 // as coreutils timeout
 // run starts the ranks and waits for them; it returns run's exit code: 0 when every rank
 // succeeded, else the first failing rank's code.
 func (j *job) run(ctx context.Context) int {
-	errOut := &lockedWriter{w: j.stderr}
+	var prog *progress.Bar // nil without --progress: its methods do nothing
+	stdout, stderr := j.stdout, j.stderr
+	if j.progress {
+		prog = progress.New(j.stderr, "goarmci: run", "ranks finished", j.np, progress.WithHeartbeat(runHeartbeat))
+		defer prog.End()
+		stdout, stderr = prog.Writer(j.stdout), prog.Writer(j.stderr)
+		prog.Start(fmt.Sprintf("starting %d ranks", j.np))
+	}
+	errOut := &lockedWriter{w: stderr}
 	say := func(format string, a ...any) { errOut.Write([]byte("goarmci: " + fmt.Sprintf(format, a...) + "\n")) }
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -89,7 +105,7 @@ func (j *job) run(ctx context.Context) int {
 	// when the launcher's own stderr is a terminal, as a rank started alone on one would.
 	consoleLogs := !slices.ContainsFunc(j.env, func(kv string) bool { return strings.HasPrefix(kv, "GOARMCI_LOG_FORMAT=") }) &&
 		isTerminal(j.stderr)
-	outs := &lockedWriter{w: j.stdout}
+	outs := &lockedWriter{w: stdout}
 	cmds := make([]*exec.Cmd, j.np)
 	prefixers := make([]*prefixWriter, 0, 2*j.np)
 	exits := make(chan rankExit, j.np)
@@ -153,6 +169,10 @@ func (j *job) run(ctx context.Context) int {
 	if started < j.np {
 		remaining++ // the failed start sits in exits
 	}
+	if started > 0 {
+		prog.Note(fmt.Sprintf("%d of %d ranks started", started, j.np))
+		prog.Start("running")
+	}
 	if j.timeout > 0 {
 		t := time.NewTimer(j.timeout)
 		defer t.Stop()
@@ -176,6 +196,7 @@ func (j *job) run(ctx context.Context) int {
 		case e := <-exits:
 			remaining--
 			done[e.rank] = true
+			prog.Step(fmt.Sprintf("rank %d finished, %s", e.rank, describeExit(e)))
 			if e.code != 0 && firstCode == 0 {
 				firstCode = e.code
 				if !stopping {

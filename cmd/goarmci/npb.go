@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/bench/progress"
 )
 
 // npbUsage is the usage text of goarmci bench npb.
@@ -211,8 +212,9 @@ func (f *npbFlags) measure(ctx context.Context, stderr io.Writer, r npbRow, kern
 			return npbResult(out.String(), r.np)
 		}})
 	}
-	fmt.Fprintf(stderr, "goarmci: bench npb: %s ...\n", r.key())
-	smp, err := bench.Alternate(ctx, r.key(), systems, f.runs, stderr)
+	prog := progress.New(stderr, "goarmci: bench npb "+r.key(), "runs", f.runs*len(systems))
+	smp, err := bench.Alternate(ctx, r.key(), systems, f.runs, prog.Writer(stderr), prog)
+	prog.End()
 	if err != nil {
 		fmt.Fprintf(stderr, "goarmci: bench npb: %v\n", err)
 		return row

@@ -17,6 +17,7 @@ type runFlags struct {
 	startupTimeout time.Duration
 	transport      string
 	grace          time.Duration
+	progress       bool
 }
 
 // runFlagTakesValue reports whether a run flag consumes the next argument (for mpiStyleArgs).
@@ -70,6 +71,7 @@ exit code (128+signal for a rank killed by a signal, 124 when --timeout expires)
 				np: f.np, exe: exe, args: args[1:], env: os.Environ(),
 				transport: f.transport, startupTimeout: f.startupTimeout, timeout: f.timeout, grace: f.grace,
 				stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stdin: cmd.InOrStdin(),
+				progress: f.progress,
 			}
 			code := j.run(context.Background())
 			if code != 0 {
@@ -85,5 +87,6 @@ exit code (128+signal for a rank killed by a signal, 124 when --timeout expires)
 	fl.DurationVar(&f.startupTimeout, "startup-timeout", 0, "sets GOARMCI_STARTUP_TIMEOUT (deadline of the ranks' start-up waits)")
 	fl.StringVar(&f.transport, "transport", "", "shortcut for GOARMCI_TRANSPORT (auto, shm or tcp)")
 	fl.DurationVar(&f.grace, "grace", 3*time.Second, "after stopping ranks with SIGTERM, wait this long before SIGKILL")
+	fl.BoolVar(&f.progress, "progress", false, fmt.Sprintf("show ranks started and finished and the elapsed time on stderr (a bar on a terminal, else a line per event and every %v)", runHeartbeat))
 	return cmd
 }

@@ -81,6 +81,40 @@ func TestRunBuildsPackage(t *testing.T) {
 	assert.Contains(t, out, "[1] no newline\n")
 }
 
+// --progress writes plain lines to a stderr that is no terminal: the ranks started, then one
+// line per rank that finished, each with the counts and the elapsed time; without it, none.
+func TestRunProgressLines(t *testing.T) {
+	code, out, errOut := runCLI(t, "run", "-np", "3", "--progress", rankExe)
+	require.Equal(t, 0, code, errOut)
+	assert.Len(t, sortedLines(out), 3)
+	var prog []string
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if strings.HasPrefix(l, "goarmci: run: ") {
+			// The elapsed time is the run's own: keep the counts.
+			prog = append(prog, regexp.MustCompile(`, [0-9.]+s\)$`).ReplaceAllString(l, ")"))
+		}
+	}
+	require.Len(t, prog, 4, errOut)
+	assert.Equal(t, "goarmci: run: 3 of 3 ranks started (0/3 ranks finished)", prog[0])
+	finished := regexp.MustCompile(`^goarmci: run: rank ([0-2]) finished, exit code 0 \(([1-3])/3 ranks finished\)$`)
+	ranks := map[string]bool{}
+	for i, l := range prog[1:] {
+		m := finished.FindStringSubmatch(l)
+		require.NotNil(t, m, l)
+		assert.Equal(t, fmt.Sprint(i+1), m[2], l)
+		ranks[m[1]] = true
+	}
+	assert.Len(t, ranks, 3, "each rank once")
+
+	code, _, errOut = runCLI(t, "run", "-np", "2", "--progress", "--grace", "200ms", rankExe, "fail", "1", "7")
+	assert.Equal(t, 7, code)
+	assert.Contains(t, errOut, "goarmci: run: rank 1 finished, exit code 7 (1/2 ranks finished, ")
+	assert.Regexp(t, `goarmci: run: rank 0 finished, killed by terminated \(2/2 ranks finished, [0-9.]+s\)`, errOut)
+
+	_, _, errOut = runCLI(t, "run", "-np", "2", rankExe)
+	assert.NotContains(t, errOut, "goarmci: run:", "off by default")
+}
+
 func TestRunFailurePropagates(t *testing.T) {
 	code, out, errOut := runCLI(t, "run", "-np", "3", "--grace", "200ms", rankExe, "fail", "2", "9")
 	assert.Equal(t, 9, code)

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
+	"golang.org/x/term"
 
 	"github.com/goarmci/goarmci/internal/config"
 )
@@ -40,7 +40,7 @@ func NewTo(c *config.Config, rank int, w io.Writer) (zerolog.Logger, io.Closer, 
 	tty := false
 	if w == nil {
 		w = os.Stderr
-		tty = isatty.IsTerminal(os.Stderr.Fd())
+		tty = term.IsTerminal(int(os.Stderr.Fd()))
 		if c.LogFile != "" {
 			tty = false
 			name := FileName(c.LogFile, rank)
