@@ -13,12 +13,14 @@ import (
 	"time"
 )
 
-// Testbed is a set of "hosts" on this machine: network namespaces joined by one veth pair per
-// rail. Host h's address on rail r is 169.254.(10+r).(h+1)/24 — link-local only.
-// Two hosts are supported (a point-to-point link per rail).
+// Testbed is a set of "hosts" on this machine: network namespaces joined per rail, either by one
+// veth pair (two hosts, NewTestbed) or through a switch (N hosts, NewSwitchedTestbed: one Linux
+// bridge per rail in a namespace of its own, each host's rail a veth whose other end is a bridge
+// port). Host h's address on rail r is 169.254.(10+r).(h+1)/24 — link-local only.
 type Testbed struct {
 	t     testing.TB
 	Hosts []TestHost
+	sw    string // the switch namespace ("" for two hosts joined point to point)
 }
 
 // TestHost is one namespace.
@@ -161,7 +163,115 @@ func (tb *Testbed) cleanup() {
 	for _, h := range tb.Hosts {
 		_ = exec.Command("ip", "netns", "del", h.NS).Run()
 	}
+	if tb.sw != "" {
+		_ = exec.Command("ip", "netns", "del", tb.sw).Run()
+		tb.sw = ""
+	}
 	tb.Hosts = nil
+}
+
+// MaxSwitchedHosts bounds NewSwitchedTestbed's hosts (addresses 169.254.(10+r).1–250).
+const MaxSwitchedHosts = 250
+
+// NewSwitchedTestbed builds a testbed of hosts namespaces whose rails each meet in a switch (a
+// Linux bridge per rail, in a namespace of its own) and removes it when the test ends. It skips
+// the test (cleanly, with the reason) without root or iproute2, or where namespaces or bridges
+// cannot be created.
+func NewSwitchedTestbed(t testing.TB, hosts, rails int) *Testbed {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("netns testbed needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("netns testbed needs iproute2 (ip)")
+	}
+	tb, err := OpenSwitchedTestbed(hosts, rails)
+	if err != nil {
+		if errors.Is(err, ErrNoNamespaces) {
+			t.Skipf("%v", err)
+		}
+		t.Fatalf("%v", err)
+	}
+	tb.t = t
+	t.Cleanup(tb.cleanup)
+	return tb
+}
+
+// OpenSwitchedTestbed builds the testbed of NewSwitchedTestbed outside a test; the caller removes
+// it with Close. Link and Rate act on host 0's port of a rail (as on a two-host testbed);
+// HostLink on any host's.
+// Errors: ErrNotRoot, ErrNoNamespaces (iproute2 missing, namespaces or bridges refused),
+// ErrTestbed (also for hosts outside 2..MaxSwitchedHosts or rails outside 1..8).
+func OpenSwitchedTestbed(hosts, rails int) (*Testbed, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("%w: iproute2 (ip) not found", ErrNoNamespaces)
+	}
+	if rails < 1 || rails > 8 || hosts < 2 || hosts > MaxSwitchedHosts {
+		return nil, fmt.Errorf("%w: %d hosts, %d rails (want 2..%d, 1..8)", ErrTestbed, hosts, rails, MaxSwitchedHosts)
+	}
+	tag := fmt.Sprintf("gs%d_%d", os.Getpid()%100000, testbedSeq.Add(1))
+	tb := &Testbed{sw: tag + "sw"}
+	fail := func(err error) (*Testbed, error) {
+		tb.cleanup()
+		return nil, err
+	}
+	if out, err := exec.Command("ip", "netns", "add", tb.sw).CombinedOutput(); err != nil {
+		tb.sw = ""
+		return nil, fmt.Errorf("%w: cannot create namespaces: %v: %s", ErrNoNamespaces, err, strings.TrimSpace(string(out)))
+	}
+	for r := 0; r < rails; r++ {
+		br := fmt.Sprintf("br%d", r)
+		if out, err := exec.Command("ip", "-n", tb.sw, "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("%w: cannot create a bridge: %v: %s", ErrNoNamespaces, err, strings.TrimSpace(string(out))))
+		}
+		if err := run("ip", "-n", tb.sw, "link", "set", br, "up"); err != nil {
+			return fail(err)
+		}
+	}
+	for h := 0; h < hosts; h++ {
+		ns := fmt.Sprintf("%sh%d", tag, h)
+		if err := run("ip", "netns", "add", ns); err != nil {
+			return fail(err)
+		}
+		tb.Hosts = append(tb.Hosts, TestHost{NS: ns})
+		if err := run("ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+			return fail(err)
+		}
+		for r := 0; r < rails; r++ {
+			ifc, port := fmt.Sprintf("%sh%dr%d", tag, h, r), fmt.Sprintf("p%dr%d", h, r)
+			addr := fmt.Sprintf("169.254.%d.%d", 10+r, h+1)
+			for _, args := range [][]string{
+				{"ip", "link", "add", ifc, "netns", ns, "type", "veth", "peer", "name", port, "netns", tb.sw},
+				{"ip", "-n", tb.sw, "link", "set", port, "master", fmt.Sprintf("br%d", r)},
+				{"ip", "-n", tb.sw, "link", "set", port, "up"},
+				{"ip", "-n", ns, "addr", "add", addr + "/24", "dev", ifc},
+				{"ip", "-n", ns, "link", "set", ifc, "up"},
+			} {
+				if err := run(args...); err != nil {
+					return fail(err)
+				}
+			}
+			tb.Hosts[h].Addrs = append(tb.Hosts[h].Addrs, addr)
+			tb.Hosts[h].Ifaces = append(tb.Hosts[h].Ifaces, ifc)
+		}
+	}
+	return tb, nil
+}
+
+// HostLink pulls (up false) or plugs (up true) host h's cable of rail r (on a two-host testbed
+// both ends go down with it). Errors wrap ErrTestbed.
+func (tb *Testbed) HostLink(h, r int, up bool) error {
+	if err := tb.check(h, r); err != nil {
+		return err
+	}
+	state := "down"
+	if up {
+		state = "up"
+	}
+	return run("ip", "-n", tb.Hosts[h].NS, "link", "set", tb.Hosts[h].Ifaces[r], state)
 }
 
 // Command runs name with args on host h (ip netns exec).

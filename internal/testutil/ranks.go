@@ -211,3 +211,69 @@ func PartitionSteps(ctx context.Context, t testing.TB, rank int, op func(context
 	must(ctx.Err(), "the collective hung until the test's deadline")
 	fmt.Printf("LONG partition=%v after %v: %v\n", isPartition(err), time.Since(start).Round(time.Millisecond), err)
 }
+
+// HostJob is a job of PerHost ranks on every host of a Testbed, started as srun starts a job
+// step with block placement (ranks h·PerHost … h·PerHost+PerHost-1 on host h; SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_TASKS_PER_NODE), GOARMCI_RDV on rail
+// Rendezvous of host 0 and GOARMCI_RAILS with the host's rails, plus Env. Ranks of one host
+// share memory; ranks of different hosts reach each other over the rails.
+type HostJob struct {
+	Exe        []string // program and arguments
+	Env        []string // added to every rank's environment
+	PerHost    int      // ranks per host (at least 1)
+	Rendezvous int      // the rail whose host-0 address serves the rendezvous
+	Port       int      // the rendezvous port
+}
+
+// Run starts every rank and waits for all of them; it returns each rank's output (stdout and
+// stderr) and exit error, indexed by rank.
+func (j HostJob) Run(ctx context.Context, t testing.TB, tb *Testbed) (outs []string, errs []error) {
+	t.Helper()
+	hosts, k := len(tb.Hosts), max(j.PerHost, 1)
+	n := hosts * k
+	bufs := make([]lockedBuffer, n)
+	cmds := make([]*exec.Cmd, n)
+	job := fmt.Sprintf("%d", 70000+os.Getpid()%10000)
+	for rank := 0; rank < n; rank++ {
+		h := rank / k
+		c := tb.Command(ctx, h, j.Exe[0], j.Exe[1:]...)
+		c.Env = append(append(CleanEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS="+strconv.Itoa(n),
+			"SLURM_JOB_ID="+job, "SLURM_STEP_ID=0", "SLURM_LOCALID="+strconv.Itoa(rank%k),
+			"SLURM_NODEID="+strconv.Itoa(h), fmt.Sprintf("SLURM_TASKS_PER_NODE=%d(x%d)", k, hosts),
+			fmt.Sprintf("GOARMCI_RDV=%s:%d", tb.Hosts[0].Addrs[j.Rendezvous], j.Port),
+			"GOARMCI_RAILS="+strings.Join(tb.Hosts[h].Addrs, ",")), j.Env...)
+		c.Stdout, c.Stderr = &bufs[rank], &bufs[rank]
+		if err := c.Start(); err != nil {
+			for _, started := range cmds[:rank] {
+				_ = started.Process.Kill()
+				_ = started.Wait()
+			}
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+		cmds[rank] = c
+	}
+	outs, errs = make([]string, n), make([]error, n)
+	for rank, c := range cmds {
+		errs[rank] = c.Wait()
+		outs[rank] = bufs[rank].String()
+	}
+	return outs, errs
+}
+
+// lockedBuffer collects a child's stdout and stderr written from two copying goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
