@@ -16,8 +16,9 @@ import (
 // sleeps, doubling up to 100 µs (poll briefly before parking, so ranks that
 // outnumber the cores do not starve each other, and waking a parked process costs tens of µs).
 // sched_yield rather than Gosched on most waits: a Gosched makes the Go scheduler wake an idle
-// thread, which on a busy node takes the core from the rank being waited for (the rma barrier
-// measured 40–50 µs that way under load, 1–5 µs yielding; package rma's pollUntil).
+// thread, which on a busy node takes the core from the rank being waited for (an order of
+// magnitude on the rma barrier under load: bench/README.md, "Design measurements"; package rma's
+// pollUntil).
 //
 // yields is the number of waits before sleeping: the zero value (retryYields) suits loops that
 // retry a remote atomic (lock words), pollYields loops that read local memory.

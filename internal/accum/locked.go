@@ -7,7 +7,7 @@ import (
 )
 
 // Locked accumulation. Element-wise compare-and-swap costs a locked instruction per element
-// (~0.5 GB/s for float64 here); taking one lock per accumulate and adding with plain loads and
+// (far below memory speed for float64); taking one lock per accumulate and adding with plain loads and
 // stores runs at memory speed. Atomicity per element with respect to other accumulates then
 // holds as long as every accumulate to that memory takes the same lock: a provider that lets
 // other processes accumulate into a region directly (shm) registers the region's lock word —

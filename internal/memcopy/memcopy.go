@@ -6,11 +6,11 @@
 // destination lines go to memory, not to the cache. For the repeated puts into the same window of
 // a one-sided benchmark or application (a halo, a patch updated every iteration, the target that
 // reads the data next) that is the wrong choice, and it caps a 1-4 MiB put at the memory's write
-// bandwidth: 39-40 GB/s on the 2-core AMD EPYC VM of bench/README.md, where glibc's memcpy of
-// the same bytes (regular stores) moves 60-65 GB/s. On CPUs with ERMS (enhanced REP MOVSB), Copy
-// uses REP MOVSB from 2 KiB up, which keeps regular stores at every size and is also faster than
-// the runtime's AVX loop below 1 MiB (64 KiB: 125 vs 93 GB/s); elsewhere, and in race builds
-// (where the race detector must see the bytes moved), it is copy.
+// bandwidth, well below glibc's memcpy of the same bytes with regular stores. On CPUs with ERMS
+// (enhanced REP MOVSB), Copy uses REP MOVSB from 2 KiB up, which keeps regular stores at every
+// size and is also faster than the runtime's AVX loop below 1 MiB (bench/README.md, "Design
+// measurements"); elsewhere, and in race builds (where the race detector must see the bytes
+// moved), it is copy.
 package memcopy
 
 // minRep is the size from which Copy uses REP MOVSB (where available): below it the start-up of

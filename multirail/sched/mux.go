@@ -15,9 +15,9 @@ package sched
 // queue pair, but round robin moves every operation to another one, whose stream, reader
 // goroutine and completion path have gone cold since the last use on this class of transport
 // (a parked reader costs tens of µs to wake, and polling readers on every rail take the cores
-// the ranks need): measured with round robin (bench/SCENARIOS.md), 8 B put and get latency on 2
-// and 4 rails was 9–15 % above one rail's, and never reached the 23–46 µs one rail reaches
-// while its reader polls. With the rule above such an origin uses one subchannel, like binding,
+// the ranks need): with round robin, 8 B put and get latency on 2 and 4 rails stayed above one
+// rail's and never reached what one rail reaches while its reader polls (bench/SCENARIOS.md,
+// bench/README.md "Design measurements"). With the rule above such an origin uses one subchannel, like binding,
 // and pays one rail's latency. A burst of non-blocking operations still spreads as round robin does
 // (each finds the previous subchannel busy and takes the next idle one), so the message rate of
 // n queue pairs is kept; and a small operation avoids a subchannel loaded by a large transfer.

@@ -27,7 +27,8 @@ import (
 // late payload could overwrite newer data), any Modify, a move to ERROR, Destroy. A packet of
 // the other direction does not revoke: with one reservation per QP, the ACKs of a rank's own
 // puts revoked the placement of its peer's puts arriving on the other stream, and every revoked
-// 1 MiB segment was lost (put_bibw with 1 MiB segments: 0.7-2.7 GB/s). A revoked placement's packet is dropped; retransmission covers it as for any loss.
+// 1 MiB segment was lost (put_bibw collapsed). A revoked placement's packet is dropped;
+// retransmission covers it as for any loss.
 // The packet itself then goes through DeliverSplit, which runs every check of Deliver; a payload
 // that is already in place is not copied again.
 

@@ -219,10 +219,9 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	// Packets: a message shorter than one segment goes as path-MTU packets, which the receiving
 	// transport reads many at a time (over tcp, one system call for up to 256 KiB of them); one
 	// of a segment or more as segments, which it places straight into memory. A read asks for
-	// its responses in the same size (FlagPathMTU). Two processes over loopback, 2 vCPUs, 5 runs:
-	// put bandwidth at 64-512 KiB 3.8-5.0 GB/s as 4 KiB packets, 2.6-4.1 as one segment each;
-	// get 3.3-4.9 and 3.4-4.2; at 1-4 MiB put 4.2-4.8 as packets, 5.4-5.7 as 1 MiB segments,
-	// get 3.9-4.1 and 5.5-6.7.
+	// its responses in the same size (FlagPathMTU). Below a segment, packets moved puts faster
+	// than one segment per message; from a segment up, segments did (bench/README.md, "Design
+	// measurements").
 	w.pkt = uint32(s.a.mtu)
 	if (!w.isReadAtomic() || wr.Opcode == ibv.OpRDMARead) && w.length < uint64(s.a.mtu) && s.a.pathMTU > 0 {
 		w.pkt = uint32(s.a.pathMTU)

@@ -1,8 +1,8 @@
 // Package shm is goarmci's intra-node verbs provider: queue pairs between OS processes (ranks)
 // on one node, whose one-sided operations — RDMA write and read, the verbs atomics and their
 // extensions, and accumulate — are executed by the origin alone, with one copy, no system call
-// and no work by the target process (a system call per operation, ~1.3 µs, is too slow for
-// ARMCI's 0.1 µs Put/Get over shared memory).
+// and no work by the target process (a system call per operation costs more than a whole small
+// Put/Get over shared memory is allowed to: [ARMCI]).
 //
 // How it works. Every device (Open) publishes a control segment, a small shared file named
 // goarmci.<job>.<name>.ctl in /dev/shm (Config.Dir), holding its MR table (rkey, virtual address, length,

@@ -15,13 +15,13 @@ import (
 )
 
 // pollReader reads a TCP stream, polling the socket for a short while before parking in the
-// netpoller. Waking a parked goroutine's thread on another core costs tens of µs on this class
-// of machine (a blocking TCP round trip between two Go processes was measured at ~97 µs, the
-// same with busy-polling at ~8 µs), more than a small RDMA operation takes. The poll budget adapts: it
-// is spent only while traffic is flowing (the previous read found data within the budget), and
+// netpoller. Waking a parked goroutine's thread on another core costs more than a small RDMA
+// operation takes (a blocking TCP round trip between two Go processes is an order of magnitude
+// slower than a busy-polled one: bench/README.md, "Design measurements"). The poll budget adapts:
+// it is spent only while traffic is flowing (the previous read found data within the budget), and
 // it is bounded, so an idle connection costs nothing. With more ranks than cores polling steals
-// the core a computing rank needs (measured: CG class S, 4 ranks on 2 cores, 2.7 s → 4.1 s), so
-// the budget is a device option (tcp.Config.PollBudget) that the runtime sets per node.
+// the core a computing rank needs (CG slows down markedly), so the budget is a device option
+// (tcp.Config.PollBudget) that the runtime sets per node.
 //
 // A reader that parks in the middle of a placed frame (ReadPlaced with a placement) sets the
 // socket's receive low-water mark to the bytes of the frame still missing (see lowat below).
@@ -55,11 +55,10 @@ type pollReader struct {
 // receive window closes, so a mark cannot stall a stream; the mark is used from Linux 5.8, the
 // first release with both of the kernel's SO_RCVLOWAT hang fixes, "fat skbs" and "high mem
 // pressure"). Any other read parks with the
-// mark back at 1 byte, so headers, ACKs and small frames wake it as before. Measured on 2
-// vCPUs, RDMA writes of 4 MiB in windows of 64 between two processes over loopback, 1 MiB
-// segments: 4.5-4.9 GB/s without the mark, 6.1-7.1 GB/s with it (the plain socket stream moves
-// 6.5-7.2); a mark of half or a quarter of the frame gained nothing (4.1-5.0), so it waits for
-// the whole rest.
+// mark back at 1 byte, so headers, ACKs and small frames wake it as before. With the mark, large
+// RDMA writes over loopback come close to the plain socket stream; a mark of half or a quarter
+// of the frame gained nothing, so it waits for the whole rest (bench/README.md, "Design
+// measurements").
 var lowatOK = kernelAtLeast(5, 8)
 
 // setLowat sets the socket's receive low-water mark for the read that is about to park: the

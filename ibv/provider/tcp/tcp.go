@@ -91,13 +91,11 @@ var ErrProtocol = errors.New("tcp: stream protocol violation")
 // largest. A message of a segment or more travels as segments, each one frame that the receiver
 // reads straight into the registered memory it belongs to (conn.place), waking once for it (the
 // receive low-water mark, pollread.go); shorter messages travel as path-MTU packets, which the
-// receiver reads many at a time (engine: swqe.pkt). Two processes over loopback, 2 vCPUs, RDMA
-// writes of 4 MiB in windows of 64: 4 KiB packets 4.5-4.9 GB/s (copied out of the read buffer,
-// a wake-up every few packets), 256 KiB and 512 KiB segments 3.9-4.6, 1 MiB segments 6.1-7.1,
-// the plain socket stream 6.5-7.2; both ways at once (rma put_bibw, 1-4 MiB) 6.7-6.9 GB/s
-// against 5.2-5.9 with 4 KiB packets. A slow rail takes a while per segment (21 ms at
-// 400 Mbit/s); the ACK liveness timer waits while the stream moves bytes
-// (engine.StreamActivity).
+// receiver reads many at a time (engine: swqe.pkt). 1 MiB segments moved large writes fastest,
+// one way and both ways at once, ahead of path-MTU packets (copied out of the read buffer, a
+// wake-up every few packets) and of 256 or 512 KiB segments (bench/README.md, "Design
+// measurements"). A slow rail takes a while per segment (1 MiB at 400 Mbit/s is about 21 ms);
+// the ACK liveness timer waits while the stream moves bytes (engine.StreamActivity).
 const DefaultSegmentSize = 1 << 20
 
 // DefaultWindowBytes is the default Config.WindowBytes: 4 MiB, the in-flight volume that kept
