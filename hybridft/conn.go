@@ -173,13 +173,16 @@ type Stats struct {
 	Completed      int64 // failed work requests completed without re-issue (executed before the fault)
 	GiveBacks      int64 // returns to the home path after it recovered
 	Forced         int64 // manual migrations of GOARMCI_APM_TEST
+	// Transport are the queue pair's transport counters (retransmissions, out-of-sequence and
+	// duplicate requests received; ibv.QP.Counters).
+	Transport ibv.QPCounters
 }
 
 // Stats returns the connection's counters.
 func (c *Conn) Stats() Stats {
 	s := &c.stats
 	return Stats{PathMigrations: s.migrations.Load(), Recoveries: s.recoveries.Load(), Reposted: s.reposted.Load(),
-		Completed: s.completed.Load(), GiveBacks: s.giveBacks.Load(), Forced: s.forced.Load()}
+		Completed: s.completed.Load(), GiveBacks: s.giveBacks.Load(), Forced: s.forced.Load(), Transport: c.qp.Counters()}
 }
 
 // FaultTolerant reports whether the connection recovers from network faults (its endpoint

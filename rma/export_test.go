@@ -1,8 +1,10 @@
 package rma
 
 import (
+	"io"
 	"sync"
 
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -36,3 +38,12 @@ func (r *Runtime) FailAlloc(err error) {
 // Channel is the multirail channel to network peer p (channel), for the tests that look at its
 // subchannels.
 func (r *Runtime) Channel(p int) *multirail.Channel { return r.channel(p) }
+
+// WriteStats writes the Finalize statistics record as GOARMCI_STATS would (json or text).
+func (r *Runtime) WriteStats(w io.Writer, json bool) {
+	r.cfg.env.cfg.StatsFormat = config.StatsText
+	if json {
+		r.cfg.env.cfg.StatsFormat = config.StatsJSON
+	}
+	r.writeStats(w)
+}

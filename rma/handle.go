@@ -3,6 +3,7 @@ package rma
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/goarmci/goarmci/multirail"
 )
@@ -26,7 +27,15 @@ func (h *Handle) Wait(ctx context.Context) error {
 		}
 		return h.err
 	}
-	if err := h.net.Wait(ctx, h.req); err != nil {
+	var t0 time.Time
+	if h.r != nil && h.r.stats {
+		t0 = time.Now()
+	}
+	err := h.net.Wait(ctx, h.req)
+	if h.r != nil && h.r.stats {
+		h.r.peers[h.req.Tag].ctr.waitNS.Add(int64(time.Since(t0)))
+	}
+	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !h.req.Done() {
 			return fmt.Errorf("rma: wait: %w", cerr) // still in flight: Wait again before reusing its buffer
 		}
@@ -76,7 +85,15 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 		return nil, issueErr
 	}
 	if block {
-		if err := n.Wait(ctx, req); err != nil {
+		var t0 time.Time
+		if r.stats {
+			t0 = time.Now()
+		}
+		err := n.Wait(ctx, req)
+		if r.stats {
+			r.peers[req.Tag].ctr.waitNS.Add(int64(time.Since(t0)))
+		}
+		if err != nil {
 			if cerr := ctx.Err(); cerr != nil && !req.Done() {
 				// Cancelled mid-flight: the caller's buffer may be reused once the call returns,
 				// so wait for the work requests to finish with it (they complete or fail: a dead

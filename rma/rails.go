@@ -54,7 +54,8 @@ func (rs *Rails) Stats() []RailStats {
 	for i, sub := range rs.ch.Subchannels() {
 		fs := sub.Stats()
 		out = append(out, RailStats{Posted: rs.ch.Posted(i), PathMigrations: fs.PathMigrations,
-			Recoveries: fs.Recoveries, Reposted: fs.Reposted})
+			Recoveries: fs.Recoveries, Reposted: fs.Reposted,
+			Retransmissions: int64(fs.Transport.Retransmissions()), Duplicates: int64(fs.Transport.DuplicateRequest)})
 	}
 	return out
 }

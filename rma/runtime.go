@@ -73,7 +73,8 @@ type Config struct {
 	// StartupTimeout bounds Init's waits (default 60 s or GOARMCI_STARTUP_TIMEOUT).
 	StartupTimeout time.Duration
 	// Stats counts communication statistics (Runtime.Stats) and writes them to standard error
-	// at Finalize, one JSON line per rank; default GOARMCI_STATS.
+	// at Finalize (readable lines; one JSON line per rank with GOARMCI_STATS=json); default
+	// GOARMCI_STATS.
 	Stats bool
 	// NetworkDevice, when set, opens the device this rank reaches its network peers through,
 	// instead of the tcp provider on Rails (for tests and simulations: ibv/fabric's Fabric.Open
@@ -129,10 +130,11 @@ type Runtime struct {
 	nets  []*network
 	peers []*peer
 
-	machineRanks int  // ranks on this machine (host ids equal but for the network namespace)
-	spin         int  // polls a wait spins before it yields (spinBudget)
-	stats        bool // communication statistics are counted (stats.go)
-	yields       int  // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
+	machineRanks int          // ranks on this machine (host ids equal but for the network namespace)
+	spin         int          // polls a wait spins before it yields (spinBudget)
+	stats        bool         // communication statistics are counted (stats.go)
+	syncWaitNS   atomic.Int64 // statistics: time in synchronization waits (barriers, fences, locks, notify)
+	yields       int          // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool

@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
+	"time"
+
+	"github.com/goarmci/goarmci/internal/config"
 )
 
 // Communication statistics (GOARMCI_STATS, Config.Stats): per peer, the operations this rank
@@ -18,19 +22,23 @@ import (
 type peerCounters struct {
 	puts, gets, accs, atomics atomic.Int64
 	bytesOut, bytesIn         atomic.Int64
+	waitNS                    atomic.Int64 // blocked waiting for completions of operations to the peer
 }
 
 // PeerStats is this rank's traffic to one peer (Runtime.Stats).
 type PeerStats struct {
-	Rank      int         `json:"rank"`
-	Transport string      `json:"transport"` // "self", "shm" or "tcp"
-	Puts      int64       `json:"puts"`      // Put calls, contiguous, strided and vector, blocking or not
-	Gets      int64       `json:"gets"`
-	Accs      int64       `json:"accs"`
-	Atomics   int64       `json:"atomics"`   // Rmw, compare-and-swap, mutex tickets
-	BytesOut  int64       `json:"bytes_out"` // bytes of Puts and Accs
-	BytesIn   int64       `json:"bytes_in"`  // bytes of Gets
-	Rails     []RailStats `json:"rails,omitempty"`
+	Rank      int    `json:"rank"`
+	Transport string `json:"transport"` // "self", "shm" or "tcp"
+	Puts      int64  `json:"puts"`      // Put calls, contiguous, strided and vector, blocking or not
+	Gets      int64  `json:"gets"`
+	Accs      int64  `json:"accs"`
+	Atomics   int64  `json:"atomics"`   // Rmw, compare-and-swap, mutex tickets
+	BytesOut  int64  `json:"bytes_out"` // bytes of Puts and Accs
+	BytesIn   int64  `json:"bytes_in"`  // bytes of Gets
+	// WaitSeconds is the time this rank was blocked waiting for its operations to the peer to
+	// complete: blocking Put/Get/Acc, Handle.Wait.
+	WaitSeconds float64     `json:"wait_seconds"`
+	Rails       []RailStats `json:"rails,omitempty"`
 }
 
 // RailStats is one rail (subchannel) of a network peer's channel.
@@ -39,6 +47,12 @@ type RailStats struct {
 	PathMigrations int64 `json:"path_migrations"`
 	Recoveries     int64 `json:"recoveries"`
 	Reposted       int64 `json:"reposted"` // failed work requests issued again after a recovery
+	// Retransmissions: how often the rail's queue pair went back to retransmit (ACK timeouts,
+	// sequence-error and implied NAKs; ibv.QPCounters.Retransmissions).
+	Retransmissions int64 `json:"retransmissions"`
+	// Duplicates: requests from the peer received again after they were executed (answered, not
+	// executed twice).
+	Duplicates int64 `json:"duplicates"`
 }
 
 // Stats returns this rank's statistics, one entry per peer with any traffic (this rank
@@ -51,7 +65,8 @@ func (r *Runtime) Stats() []PeerStats {
 	for _, pe := range r.peers {
 		c := pe.ctr
 		s := PeerStats{Rank: pe.rank, Transport: r.TransportTo(pe.rank), Puts: c.puts.Load(), Gets: c.gets.Load(),
-			Accs: c.accs.Load(), Atomics: c.atomics.Load(), BytesOut: c.bytesOut.Load(), BytesIn: c.bytesIn.Load()}
+			Accs: c.accs.Load(), Atomics: c.atomics.Load(), BytesOut: c.bytesOut.Load(), BytesIn: c.bytesIn.Load(),
+			WaitSeconds: time.Duration(c.waitNS.Load()).Seconds()}
 		s.Rails = r.Rails(pe.rank).Stats()
 		if s.Puts+s.Gets+s.Accs+s.Atomics > 0 || len(s.Rails) > 0 {
 			out = append(out, s)
@@ -60,16 +75,39 @@ func (r *Runtime) Stats() []PeerStats {
 	return out
 }
 
-// writeStats writes this rank's statistics as one JSON line (Finalize, GOARMCI_STATS).
+// SyncWait is the time this rank spent in synchronization waits since Init: barriers, fences,
+// collectives' waits, mutex and notify waits (0 when statistics are off).
+func (r *Runtime) SyncWait() time.Duration { return time.Duration(r.syncWaitNS.Load()) }
+
+// rankStats is the record writeStats prints.
+type rankStats struct {
+	Rank            int         `json:"rank"`
+	Size            int         `json:"size"`
+	SyncWaitSeconds float64     `json:"sync_wait_seconds"`
+	Peers           []PeerStats `json:"peers"`
+}
+
+// writeStats writes this rank's statistics (Finalize, GOARMCI_STATS): one JSON line for
+// GOARMCI_STATS=json, else a few readable lines (one per peer, one per rail).
 func (r *Runtime) writeStats(w io.Writer) {
-	b, err := json.Marshal(struct {
-		Rank  int         `json:"rank"`
-		Size  int         `json:"size"`
-		Peers []PeerStats `json:"peers"`
-	}{r.rank, r.size, r.Stats()})
-	if err == nil {
-		fmt.Fprintf(w, "goarmci stats %s\n", b)
+	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Stats()}
+	if r.cfg.env.cfg.StatsFormat == config.StatsJSON {
+		if b, err := json.Marshal(rs); err == nil {
+			fmt.Fprintf(w, "goarmci stats %s\n", b)
+		}
+		return
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "goarmci stats: rank %d of %d, %.3f s in synchronization waits\n", rs.Rank, rs.Size, rs.SyncWaitSeconds)
+	for _, p := range rs.Peers {
+		fmt.Fprintf(&b, "  to rank %d (%s): %d puts, %d gets, %d accs, %d atomics, %s out, %s in, %.3f s waiting\n",
+			p.Rank, p.Transport, p.Puts, p.Gets, p.Accs, p.Atomics, config.FormatBytes(p.BytesOut), config.FormatBytes(p.BytesIn), p.WaitSeconds)
+		for i, rl := range p.Rails {
+			fmt.Fprintf(&b, "    rail %d: %d work requests, %d retransmissions, %d duplicates, %d path migrations, %d recoveries, %d re-posted\n",
+				i, rl.Posted, rl.Retransmissions, rl.Duplicates, rl.PathMigrations, rl.Recoveries, rl.Reposted)
+		}
+	}
+	io.WriteString(w, b.String())
 }
 
 // count records one transfer of n bytes to pe (statistics on; seg is not the runtime's own).

@@ -1,10 +1,14 @@
 package rma_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -280,6 +284,28 @@ func TestStatsExactCounts(t *testing.T) {
 					} else {
 						require.Empty(t, peer.Rails, "a node peer has no channel")
 					}
+					if tr == rma.TransportTCP {
+						require.Positive(t, peer.WaitSeconds, "blocking Gets waited for their responses")
+					}
+					// the record printed at Finalize: the same counts as JSON, and as lines
+					var js bytes.Buffer
+					rt.WriteStats(&js, true)
+					line, ok := strings.CutPrefix(strings.TrimSpace(js.String()), "goarmci stats ")
+					require.True(t, ok, js.String())
+					var rec struct {
+						Rank, Size      int
+						SyncWaitSeconds float64 `json:"sync_wait_seconds"`
+						Peers           []rma.PeerStats
+					}
+					require.NoError(t, json.Unmarshal([]byte(line), &rec))
+					require.Equal(t, 0, rec.Rank)
+					require.Equal(t, 2, rec.Size)
+					require.Positive(t, rec.SyncWaitSeconds, "barriers")
+					require.Equal(t, st, rec.Peers)
+					var txt bytes.Buffer
+					rt.WriteStats(&txt, false)
+					require.Contains(t, txt.String(), "goarmci stats: rank 0 of 2")
+					require.Contains(t, txt.String(), fmt.Sprintf("to rank 1 (%s): 5 puts, 2 gets, 1 accs, 4 atomics, 352 out, 100 in", tr))
 				}
 				require.NoError(t, seg.Free(ctx))
 			}, rmatest.Transport(tr), rmatest.Configure(func(_ int, c *rma.Config) { c.Stats = true }))

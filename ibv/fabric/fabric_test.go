@@ -252,7 +252,8 @@ func TestRCOverLossyLinks(t *testing.T) {
 				p.Seed = seed
 				p.Noise(2, 1, 0.02, fabric.Range{Min: 20 * time.Microsecond, Max: 200 * time.Microsecond})
 				f, devs := newFabric(t, fabric.Config{Nodes: 2, Plan: p})
-				qa, _, src, dst := rcPair(t, devs, 1<<20)
+				qa, qb, src, dst := rcPair(t, devs, 1<<20)
+				require.Zero(t, qa.Counters(), "a new queue pair counted nothing")
 				for i, s := range writeAll(t, qa, src, dst, 16<<10, nil) {
 					require.Equal(t, ibv.WCSuccess, s, "write %d", i)
 				}
@@ -260,6 +261,11 @@ func TestRCOverLossyLinks(t *testing.T) {
 				st := f.Stats(0, 1, 1)
 				require.Positive(t, st.Lost, "the plan lost packets")
 				require.Equal(t, st.Sent, st.Lost+st.Delivered)
+				// every loss was recovered by going back: the requester counted it, the responder
+				// saw the gaps (or the duplicates of a lost ACK)
+				ca, cb := qa.Counters(), qb.Counters()
+				require.Positive(t, ca.Retransmissions(), "%+v", ca)
+				require.Positive(t, cb.OutOfSequence+cb.DuplicateRequest, "%+v", cb)
 			})
 		})
 	}

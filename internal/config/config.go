@@ -38,6 +38,16 @@ const (
 	TransportTCP Transport = "tcp"
 )
 
+// StatsFormat selects how statistics are printed at Finalize.
+type StatsFormat string
+
+const (
+	// StatsText prints a few readable lines per rank.
+	StatsText StatsFormat = "text"
+	// StatsJSON prints one JSON object per rank on a line starting "goarmci stats ".
+	StatsJSON StatsFormat = "json"
+)
+
 // LogFormat selects the log encoding.
 type LogFormat string
 
@@ -119,8 +129,10 @@ type Config struct {
 	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
 	// parking while traffic flows (waking a parked reader costs tens of µs). GOARMCI_TCP_POLL.
 	TCPPoll string
-	// Stats prints per-rank communication statistics at finalize. GOARMCI_STATS.
-	Stats bool
+	// Stats prints per-rank communication statistics at finalize, in StatsFormat. GOARMCI_STATS
+	// (true: text, json: JSON).
+	Stats       bool
+	StatsFormat StatsFormat
 }
 
 // Default returns the configuration with every knob at its default.

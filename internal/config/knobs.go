@@ -246,10 +246,25 @@ var table = []Knob{
 			c.StripeThreshold = n
 			return nil
 		}},
-	{Name: "GOARMCI_STATS", Type: "bool", Default: "false",
-		Doc: "count communication statistics and print them at Finalize: one JSON line per rank on standard error, operations and bytes per peer, work requests, path migrations and recoveries per rail (rma.Runtime.Stats)",
-		get: func(c *Config) string { return strconv.FormatBool(c.Stats) },
-		set: boolSetter(func(c *Config) *bool { return &c.Stats })},
+	{Name: "GOARMCI_STATS", Type: "enum(false|true|json)", Default: "false",
+		Doc: "count communication statistics and print them per rank on standard error at Finalize: operations, bytes and time waiting per peer, work requests, retransmissions, path migrations and recoveries per rail, time in synchronization (rma.Runtime.Stats); true prints readable lines, json one JSON object per rank",
+		get: func(c *Config) string {
+			if c.Stats && c.StatsFormat == StatsJSON {
+				return "json"
+			}
+			return strconv.FormatBool(c.Stats)
+		},
+		set: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "json") {
+				c.Stats, c.StatsFormat = true, StatsJSON
+				return nil
+			}
+			c.StatsFormat = StatsText
+			if err := boolSetter(func(c *Config) *bool { return &c.Stats })(c, v); err != nil {
+				return fmt.Errorf("want true, false or json")
+			}
+			return nil
+		}},
 
 	{Name: EnvRank, Type: "int", Launcher: true, Doc: "this process's rank (set by goarmci run)"},
 	{Name: EnvSize, Type: "int", Launcher: true, Doc: "number of ranks in the job (set by goarmci run)"},

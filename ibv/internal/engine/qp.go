@@ -43,6 +43,8 @@ type QP struct {
 
 	place [2]placer // direct placement reservations: of a request, of a response (place.go)
 
+	ctr qpCounters // transport counters (ibv.QPCounters)
+
 	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
 	// see FailedRequests.
 	failed []failedWQE
@@ -427,3 +429,18 @@ func buffersLen(bufs [][]byte) uint64 {
 	}
 	return n
 }
+
+// qpCounters are the transport counters of a QP (Counters).
+type qpCounters struct {
+	ackTimeout, seqNak, impliedNak, rnrNak, outOfSeq, dup atomic.Uint64
+}
+
+// Counters implements ibv.CounterReader.
+func (q *QP) Counters() ibv.QPCounters {
+	c := &q.ctr
+	return ibv.QPCounters{LocalAckTimeoutErr: c.ackTimeout.Load(), PacketSeqErr: c.seqNak.Load(),
+		ImpliedNakSeqErr: c.impliedNak.Load(), RNRNakReceived: c.rnrNak.Load(), OutOfSequence: c.outOfSeq.Load(),
+		DuplicateRequest: c.dup.Load()}
+}
+
+var _ ibv.CounterReader = (*QP)(nil)

@@ -475,12 +475,14 @@ func (q *QP) onResponse(p *wire.Packet) {
 			if s.una == p.PSN && !(s.rewound && s.rewoundAt == p.PSN) {
 				s.rewound, s.rewoundAt = true, p.PSN
 				s.rewind(p.PSN)
+				q.ctr.seqNak.Add(1)
 			}
 		case wire.SynRNR:
 			q.ackUpTo(p.PSN)
 			if s.una != p.PSN {
 				break
 			}
+			q.ctr.rnrNak.Add(1)
 			s.rnrRetries++
 			if s.a.rnrRetry != 7 && s.rnrRetries > s.a.rnrRetry {
 				q.failLocked(ibv.WCRNRRetryExcErr, "RNR retries exhausted")
@@ -574,6 +576,7 @@ func (q *QP) ackUpTo(target uint32) {
 			if !(s.rewound && s.rewoundAt == s.una) {
 				s.rewound, s.rewoundAt = true, s.una
 				s.rewind(s.una)
+				q.ctr.impliedNak.Add(1)
 			}
 			return
 		}
@@ -708,6 +711,7 @@ func (q *QP) tick(now int64) bool {
 	}
 	s.retries++
 	if s.retries <= s.a.retryCnt {
+		q.ctr.ackTimeout.Add(1)
 		q.e.log.Debug().Uint32("qp", q.num).Uint8("retry", s.retries).Uint32("psn", s.una).Msg("engine: ACK timeout, go-back-N")
 		s.rewind(s.una)
 		q.deadline.Store(0)

@@ -171,6 +171,7 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 	switch {
 	case d > 0:
 		// a packet is missing: one sequence NAK per expected PSN, then silence until it arrives
+		q.ctr.outOfSeq.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
 			r.ackPending = false
@@ -178,6 +179,7 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 		}
 		return
 	case d < 0:
+		q.ctr.dup.Add(1)
 		q.duplicate(b, p, link)
 		return
 	}
