@@ -9,18 +9,18 @@ import (
 	"github.com/goarmci/goarmci/rma"
 )
 
-// BarrierAlgs are the algorithms of the barrier benchmark, by name ([Kini03 §3] in docs/references.md).
-var BarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast}
+// allBarrierAlgs are the algorithms of the barrier benchmark, by name ([Kini03 §3] in docs/references.md).
+var allBarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast}
 
 // barrierAlgs resolves the -alg option: "" or "all" = every algorithm, else a comma list.
 func barrierAlgs(spec string) ([]rma.BarrierAlg, error) {
 	if spec == "" || spec == "all" {
-		return BarrierAlgs, nil
+		return allBarrierAlgs, nil
 	}
 	var out []rma.BarrierAlg
 	for _, name := range strings.Split(spec, ",") {
 		found := false
-		for _, a := range BarrierAlgs {
+		for _, a := range allBarrierAlgs {
 			if a.String() == strings.TrimSpace(name) {
 				out = append(out, a)
 				found = true

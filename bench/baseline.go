@@ -21,12 +21,12 @@ const (
 	ColSocketRTT = "Socket RTT (us)"   // plain Go TCP ping-pong round trip between the two ranks
 )
 
-// MemcpyMBps copies size bytes between two buffers n times on this goroutine and returns the
+// memcpyMBps copies size bytes between two buffers n times on this goroutine and returns the
 // rate in MB/s (10^6 bytes/s): one core's copy bandwidth, with the fastest copy the runtime has
 // (internal/memcopy: REP MOVSB where the CPU has ERMS, which keeps up with glibc's memcpy; Go's
 // copy falls to the memory's write bandwidth from 1 MiB with its non-temporal stores). Both
 // buffers are written once first, so page faults (and the kernel's zero page) are not counted.
-func MemcpyMBps(size, n int) float64 {
+func memcpyMBps(size, n int) float64 {
 	if size <= 0 || n <= 0 {
 		return 0
 	}
@@ -45,10 +45,10 @@ func MemcpyMBps(size, n int) float64 {
 	return float64(size) * float64(n) / el.Seconds() / 1e6
 }
 
-// SocketPingPong sends size bytes on c and waits for size bytes back, iters times after skip
+// socketPingPong sends size bytes on c and waits for size bytes back, iters times after skip
 // warm-ups, and returns the mean round trip in µs: the origin side of the socket baseline. buf
 // must hold size bytes.
-func SocketPingPong(c net.Conn, buf []byte, size, iters, skip int) (float64, error) {
+func socketPingPong(c net.Conn, buf []byte, size, iters, skip int) (float64, error) {
 	var t0 time.Time
 	for i := range skip + iters {
 		if i == skip {
@@ -64,8 +64,8 @@ func SocketPingPong(c net.Conn, buf []byte, size, iters, skip int) (float64, err
 	return usPer(time.Since(t0), iters), nil
 }
 
-// SocketEcho is the target side of SocketPingPong: it returns every message of size bytes.
-func SocketEcho(c net.Conn, buf []byte, size, n int) error {
+// socketEcho is the target side of socketPingPong: it returns every message of size bytes.
+func socketEcho(c net.Conn, buf []byte, size, n int) error {
 	for range n {
 		if _, err := io.ReadFull(c, buf[:size]); err != nil {
 			return err
@@ -77,9 +77,9 @@ func SocketEcho(c net.Conn, buf []byte, size, n int) error {
 	return nil
 }
 
-// SocketStream writes n messages of size bytes on c, then waits for the sink's one-byte
+// socketStream writes n messages of size bytes on c, then waits for the sink's one-byte
 // acknowledgement, and returns the rate in MB/s: the origin side of the stream baseline.
-func SocketStream(c net.Conn, buf []byte, size, n int) (float64, error) {
+func socketStream(c net.Conn, buf []byte, size, n int) (float64, error) {
 	t0 := time.Now()
 	for range n {
 		if _, err := c.Write(buf[:size]); err != nil {
@@ -93,8 +93,8 @@ func SocketStream(c net.Conn, buf []byte, size, n int) (float64, error) {
 	return float64(size) * float64(n) / time.Since(t0).Seconds() / 1e6, nil
 }
 
-// SocketSink reads n messages of size bytes and acknowledges them with one byte.
-func SocketSink(c net.Conn, buf []byte, size, n int) error {
+// socketSink reads n messages of size bytes and acknowledges them with one byte.
+func socketSink(c net.Conn, buf []byte, size, n int) error {
 	total := int64(size) * int64(n)
 	for total > 0 {
 		k, err := c.Read(buf[:min(int64(len(buf)), total)])
@@ -169,13 +169,13 @@ func runBaseline(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]str
 		if conn != nil {
 			switch {
 			case s.Kind == Bandwidth && me == origin:
-				tcp, err = SocketStream(conn, buf, max(size, 1), n)
+				tcp, err = socketStream(conn, buf, max(size, 1), n)
 			case s.Kind == Bandwidth:
-				err = SocketSink(conn, buf, max(size, 1), n)
+				err = socketSink(conn, buf, max(size, 1), n)
 			case me == origin:
-				tcp, err = SocketPingPong(conn, buf, max(size, 1), iters, skip)
+				tcp, err = socketPingPong(conn, buf, max(size, 1), iters, skip)
 			default:
-				err = SocketEcho(conn, buf, max(size, 1), iters+skip)
+				err = socketEcho(conn, buf, max(size, 1), iters+skip)
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("bench: socket baseline, size %d: %w", size, err)
@@ -185,7 +185,7 @@ func runBaseline(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]str
 			continue
 		}
 		if s.Kind == Bandwidth {
-			vals[i] = []float64{MemcpyMBps(max(size, 1), n), tcp}
+			vals[i] = []float64{memcpyMBps(max(size, 1), n), tcp}
 		} else {
 			vals[i] = []float64{tcp}
 		}

@@ -32,7 +32,7 @@ type ExtraSamples struct {
 // Samples are the figures Alternate gathered: per system, per row key (size or ranks), one
 // figure per successful run.
 type Samples struct {
-	Keys   []int               // the first system's row keys, in its order
+	keys   []int               // the first system's row keys, in its order
 	Vals   []map[int][]float64 // per system
 	Failed []bool              // per system: left out after a failed run
 	Extra  []ExtraSamples      // the systems' Extra columns found in their tables
@@ -94,9 +94,9 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 					}
 				}
 			}
-			if i == 0 && s.Keys == nil {
+			if i == 0 && s.keys == nil {
 				for _, row := range res.Rows {
-					s.Keys = append(s.Keys, row.Size)
+					s.keys = append(s.keys, row.Size)
 				}
 			}
 			prog.Step(run + " done")
@@ -105,8 +105,8 @@ func Alternate(ctx context.Context, name string, systems []System, runs int, log
 	return s, nil
 }
 
-// Live returns the indices of the systems that did not fail.
-func (s *Samples) Live() []int {
+// live returns the indices of the systems that did not fail.
+func (s *Samples) live() []int {
 	var live []int
 	for i, f := range s.Failed {
 		if !f {
@@ -130,7 +130,7 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 	if err != nil {
 		return nil, err
 	}
-	live := smp.Live()
+	live := smp.live()
 	unit := ColLatency
 	if s.Kind == Bandwidth {
 		unit = ColBandwidth
@@ -164,7 +164,7 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 	for _, c := range cols[1:] {
 		out.Columns = append(out.Columns, cols[0].name+"/"+c.name)
 	}
-	for _, size := range smp.Keys {
+	for _, size := range smp.keys {
 		row := Row{Size: size}
 		med := make([]float64, len(cols))
 		for k, c := range cols {

@@ -10,17 +10,17 @@ import (
 	"github.com/goarmci/goarmci/window"
 )
 
-// InterleaveOps is the number of puts, and of gets, per epoch of RunInterleave ([Vishnu07 §5.3.4]:
+// interleaveOps is the number of puts, and of gets, per epoch of RunInterleave ([Vishnu07 §5.3.4]:
 // 16 + 16).
-const InterleaveOps = 16
+const interleaveOps = 16
 
 // RunInterleave is the interleaving test of [Vishnu07 §5.3.4] on MPI-2 windows (package window):
-// per fence epoch rank 0 issues InterleaveOps MPI_Put and InterleaveOps MPI_Get of one size to
+// per fence epoch rank 0 issues 16 MPI_Put and 16 MPI_Get of one size to
 // rank 1 (different displacements), then MPI_Win_fence; once with the window's reordering
 // policy off (window.Reorder(false): issued in program order, puts then gets) and once on
 // (interleaved, so both directions of a full-duplex link carry data at once). MB/s counts the
 // bytes of both directions, 10^6 B/s; epochs until o.Bytes moved after one warm-up epoch.
-// Columns ColReorderOff, ColReorderOn, ColRatio; one row per size of o.Sizes.
+// Columns "Reorder off (MB/s)", "Reorder on (MB/s)" and "On/off"; one row per size of o.Sizes.
 //
 // Collective (every rank fences every epoch); rank 0 returns the Result, the others nil.
 // Errors: ErrOptions, ErrRanks, and the window's and rma's errors.
@@ -35,7 +35,7 @@ func RunInterleave(ctx context.Context, rt *rma.Runtime, o ScenarioOptions) (*Re
 	sizes := slices.Clone(o.Sizes)
 	slices.Sort(sizes)
 	maxSize := slices.Max(sizes)
-	bufs := make([][]byte, 2*InterleaveOps)
+	bufs := make([][]byte, 2*interleaveOps)
 	for k := range bufs {
 		bufs[k] = make([]byte, maxSize)
 	}
@@ -60,18 +60,18 @@ func RunInterleave(ctx context.Context, rt *rma.Runtime, o ScenarioOptions) (*Re
 	}
 	return &Result{
 		Name: ScenarioInterleave, Title: "# goarmci MPI_Put/MPI_Get Interleaving Test", KeyLabel: "Size",
-		Columns: []string{ColReorderOff, ColReorderOn, ColRatio}, Rows: rows,
+		Columns: []string{colReorderOff, colReorderOn, colRatio}, Rows: rows,
 		Transport: rt.TransportTo(target), Ranks: rt.Size(),
 		Header: []string{
 			fmt.Sprintf("Rails: %d, policy %s", rt.Rails(target).Len(), policyName(rt.Rails(target).Policy())),
-			fmt.Sprintf("Epoch: %d MPI_Put + %d MPI_Get of one size, MPI_Win_fence (window.Allocate); MB/s of both directions", InterleaveOps, InterleaveOps),
+			fmt.Sprintf("Epoch: %d MPI_Put + %d MPI_Get of one size, MPI_Win_fence (window.Allocate); MB/s of both directions", interleaveOps, interleaveOps),
 		},
 	}, nil
 }
 
 // interleaveOnce allocates a window with the reordering policy on or off and times the epochs.
 func interleaveOnce(ctx context.Context, rt *rma.Runtime, bufs [][]byte, size, budget int, reorder bool) (float64, error) {
-	w, err := window.Allocate(ctx, rt, 2*InterleaveOps*size, 1, window.Reorder(reorder))
+	w, err := window.Allocate(ctx, rt, 2*interleaveOps*size, 1, window.Reorder(reorder))
 	if err != nil {
 		return 0, err
 	}
@@ -81,12 +81,12 @@ func interleaveOnce(ctx context.Context, rt *rma.Runtime, bufs [][]byte, size, b
 	}
 	epoch := func() error {
 		if rt.Rank() == origin {
-			for k := 0; k < InterleaveOps; k++ {
+			for k := 0; k < interleaveOps; k++ {
 				if err := w.Put(ctx, bufs[k][:size], target, k*size); err != nil {
 					return err
 				}
 			}
-			for k := InterleaveOps; k < 2*InterleaveOps; k++ {
+			for k := interleaveOps; k < 2*interleaveOps; k++ {
 				if err := w.Get(ctx, bufs[k][:size], target, k*size); err != nil {
 					return err
 				}
@@ -97,7 +97,7 @@ func interleaveOnce(ctx context.Context, rt *rma.Runtime, bufs [][]byte, size, b
 	if err := epoch(); err != nil { // warm-up
 		return 0, err
 	}
-	n := max(2, budget/(2*InterleaveOps*size))
+	n := max(2, budget/(2*interleaveOps*size))
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		if err := epoch(); err != nil {
@@ -108,5 +108,5 @@ func interleaveOnce(ctx context.Context, rt *rma.Runtime, bufs [][]byte, size, b
 	if err := w.Fence(ctx, window.ModeNoSucceed); err != nil {
 		return 0, err
 	}
-	return float64(2*InterleaveOps*size*n) / el.Seconds() / 1e6, nil
+	return float64(2*interleaveOps*size*n) / el.Seconds() / 1e6, nil
 }

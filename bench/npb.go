@@ -9,8 +9,8 @@ import (
 // NPBRun is what a NAS Parallel Benchmarks report says: goarmci's kernels (examples/nas) and
 // the NPB 3.4 MPI programs print the same "Key = value" lines.
 type NPBRun struct {
-	Benchmark string  // "CG", "IS" (from " CG Benchmark Completed."), "" when absent
-	Class     string  // " Class = A"
+	benchmark string  // "CG", "IS" (from " CG Benchmark Completed."), "" when absent
+	class     string  // " Class = A"
 	Seconds   float64 // " Time in seconds = 1.89"; NaN when absent
 	Ranks     int     // " Ranks = 4" (goarmci) or " Total processes = 4" (NPB-MPI); 0 when absent
 	Verified  bool    // " Verification = SUCCESSFUL"
@@ -31,7 +31,7 @@ func ParseNPB(out string) NPBRun {
 		}
 		l = strings.TrimSpace(stripRankPrefix(l))
 		if b, ok := strings.CutSuffix(l, " Benchmark Completed."); ok {
-			r.Benchmark = strings.TrimSpace(b)
+			r.benchmark = strings.TrimSpace(b)
 			continue
 		}
 		k, v, ok := strings.Cut(l, "=")
@@ -45,7 +45,7 @@ func ParseNPB(out string) NPBRun {
 				r.Seconds, r.Found = f, true
 			}
 		case "Class":
-			r.Class = v
+			r.class = v
 		case "Ranks", "Total processes":
 			if n, err := strconv.Atoi(v); err == nil {
 				r.Ranks = n

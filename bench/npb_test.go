@@ -26,12 +26,12 @@ func TestParseNPB(t *testing.T) {
  Version         =                    3.4.2
 `
 	r := ParseNPB(mpi)
-	assert.Equal(t, NPBRun{Benchmark: "CG", Class: "A", Seconds: 1.23, Ranks: 4, Verified: true, Found: true}, r)
+	assert.Equal(t, NPBRun{benchmark: "CG", class: "A", Seconds: 1.23, Ranks: 4, Verified: true, Found: true}, r)
 
 	ours := "[1] goarmci: rank 1 says Time in seconds = 9.99\n[0]  IS Benchmark Completed.\n[0]  Class = B\n" +
 		"[0]  Time in seconds = 2.05\n[0]  Ranks = 2\n[0]  Verification = SUCCESSFUL\n"
 	r = ParseNPB(ours)
-	assert.Equal(t, NPBRun{Benchmark: "IS", Class: "B", Seconds: 2.05, Ranks: 2, Verified: true, Found: true}, r)
+	assert.Equal(t, NPBRun{benchmark: "IS", class: "B", Seconds: 2.05, Ranks: 2, Verified: true, Found: true}, r)
 
 	r = ParseNPB(" Time in seconds = oops\n Verification    =             UNSUCCESSFUL\n")
 	assert.False(t, r.Found)

@@ -53,21 +53,21 @@ type Spec struct {
 	Name  string
 	Title string // OSU header, "# OSU MPI_Put Latency Test"
 	Kind  Kind
-	// Syncs the benchmark accepts, the first is its default.
-	Syncs []Sync
+	// syncs the benchmark accepts, the first is its default.
+	syncs []Sync
 	// MinSize/MaxSize bound the sizes (bytes); equal for single-size tests (fetch-and-op).
 	MinSize, MaxSize int
 	// Ranks is the minimum job size.
 	Ranks int
-	// Note is printed as a header comment (what the goarmci definition maps to).
-	Note string
+	// note is printed as a header comment (what the goarmci definition maps to).
+	note string
 }
 
-// MaxMessage is OSU's largest message, 4 MiB.
-const MaxMessage = 4 << 20
+// maxMessage is OSU's largest message, 4 MiB.
+const maxMessage = 4 << 20
 
-// LargeMessage is OSU's LARGE_MESSAGE_SIZE: above it, the large iteration counts apply.
-const LargeMessage = 8192
+// largeMessage is OSU's LARGE_MESSAGE_SIZE: above it, the large iteration counts apply.
+const largeMessage = 8192
 
 // OSU iteration rules (osu_util.h): latency 10000/100 small, 1000/10 large; bandwidth 100/10
 // small, 20/2 large; window 64.
@@ -81,36 +81,36 @@ const (
 )
 
 var specs = []Spec{
-	{Name: "put_latency", Title: "# OSU MPI_Put Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_Put (returns when the data is at the target)"},
-	{Name: "get_latency", Title: "# OSU MPI_Get Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_Get"},
-	{Name: "put_bw", Title: "# OSU MPI_Put Bandwidth Test", Kind: Bandwidth, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_NbPut x window"},
-	{Name: "get_bw", Title: "# OSU MPI_Get Bandwidth Test", Kind: Bandwidth, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_NbGet x window"},
-	{Name: "put_bibw", Title: "# OSU MPI_Put Bi-directional Bandwidth Test", Kind: Bandwidth, Syncs: []Sync{SyncFence, SyncFlush, SyncPSCW}, MinSize: 1, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_NbPut x window from both ranks"},
-	{Name: "acc_latency", Title: "# OSU MPI_Accumulate latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "ARMCI_Acc of float64 elements, scale 1 (MPI_DOUBLE, MPI_SUM)"},
-	{Name: "fop_latency", Title: "# OSU MPI_Fetch_and_op latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: 8, Ranks: 2,
-		Note: "ARMCI_Rmw FETCH_AND_ADD_LONG (MPI_LONG_LONG, MPI_SUM)"},
-	{Name: "cas_latency", Title: "# OSU MPI_Compare_and_swap latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: 8, Ranks: 2,
-		Note: "rma CompareSwap, 64-bit (MPI_LONG_LONG)"},
-	{Name: "get_acc_latency", Title: "# OSU MPI_Get_accumulate latency Test", Kind: Latency, Syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "MPI_Get_accumulate (window API only: rma has no fetching accumulate of a buffer)"},
-	{Name: "ga_put", Title: "# GA NGA_Put Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "NGA_Put of a square-ish 2-D float64 patch owned by rank 1"},
-	{Name: "ga_get", Title: "# GA NGA_Get Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "NGA_Get of a square-ish 2-D float64 patch owned by rank 1"},
-	{Name: "ga_acc", Title: "# GA NGA_Acc Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: MaxMessage, Ranks: 2,
-		Note: "NGA_Acc (alpha 1) of a square-ish 2-D float64 patch owned by rank 1"},
-	{Name: "ga_read_inc", Title: "# GA NGA_Read_inc Latency Test", Kind: Latency, Syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: 8, Ranks: 2,
-		Note: "NGA_Read_inc of an int64 element owned by rank 1"},
-	{Name: "ga_sync", Title: "# GA GA_Sync Latency Test", Kind: Latency, Syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
-		Note: "GA_Sync (AllFence + barrier) on all ranks"},
-	{Name: "barrier", Title: "# OSU-style Barrier Latency Test", Kind: Latency, Syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
-		Note: "ARMCI_Barrier per algorithm; the size column is the number of ranks"},
+	{Name: "put_latency", Title: "# OSU MPI_Put Latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_Put (returns when the data is at the target)"},
+	{Name: "get_latency", Title: "# OSU MPI_Get Latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_Get"},
+	{Name: "put_bw", Title: "# OSU MPI_Put Bandwidth Test", Kind: Bandwidth, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_NbPut x window"},
+	{Name: "get_bw", Title: "# OSU MPI_Get Bandwidth Test", Kind: Bandwidth, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 1, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_NbGet x window"},
+	{Name: "put_bibw", Title: "# OSU MPI_Put Bi-directional Bandwidth Test", Kind: Bandwidth, syncs: []Sync{SyncFence, SyncFlush, SyncPSCW}, MinSize: 1, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_NbPut x window from both ranks"},
+	{Name: "acc_latency", Title: "# OSU MPI_Accumulate latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: maxMessage, Ranks: 2,
+		note: "ARMCI_Acc of float64 elements, scale 1 (MPI_DOUBLE, MPI_SUM)"},
+	{Name: "fop_latency", Title: "# OSU MPI_Fetch_and_op latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: 8, Ranks: 2,
+		note: "ARMCI_Rmw FETCH_AND_ADD_LONG (MPI_LONG_LONG, MPI_SUM)"},
+	{Name: "cas_latency", Title: "# OSU MPI_Compare_and_swap latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: 8, Ranks: 2,
+		note: "rma CompareSwap, 64-bit (MPI_LONG_LONG)"},
+	{Name: "get_acc_latency", Title: "# OSU MPI_Get_accumulate latency Test", Kind: Latency, syncs: []Sync{SyncFlush, SyncLock, SyncFence, SyncPSCW}, MinSize: 8, MaxSize: maxMessage, Ranks: 2,
+		note: "MPI_Get_accumulate (window API only: rma has no fetching accumulate of a buffer)"},
+	{Name: "ga_put", Title: "# GA NGA_Put Latency Test", Kind: Latency, syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: maxMessage, Ranks: 2,
+		note: "NGA_Put of a square-ish 2-D float64 patch owned by rank 1"},
+	{Name: "ga_get", Title: "# GA NGA_Get Latency Test", Kind: Latency, syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: maxMessage, Ranks: 2,
+		note: "NGA_Get of a square-ish 2-D float64 patch owned by rank 1"},
+	{Name: "ga_acc", Title: "# GA NGA_Acc Latency Test", Kind: Latency, syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: maxMessage, Ranks: 2,
+		note: "NGA_Acc (alpha 1) of a square-ish 2-D float64 patch owned by rank 1"},
+	{Name: "ga_read_inc", Title: "# GA NGA_Read_inc Latency Test", Kind: Latency, syncs: []Sync{SyncFlush}, MinSize: 8, MaxSize: 8, Ranks: 2,
+		note: "NGA_Read_inc of an int64 element owned by rank 1"},
+	{Name: "ga_sync", Title: "# GA GA_Sync Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
+		note: "GA_Sync (AllFence + barrier) on all ranks"},
+	{Name: "barrier", Title: "# OSU-style Barrier Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
+		note: "ARMCI_Barrier per algorithm; the size column is the number of ranks"},
 }
 
 // GASuite lists the benchmarks `ga` runs.
@@ -169,10 +169,10 @@ func (o Options) Check() (Options, Spec, error) {
 		return o, s, err
 	}
 	if o.Sync == "" {
-		o.Sync = s.Syncs[0]
+		o.Sync = s.syncs[0]
 	}
-	if !slices.Contains(s.Syncs, o.Sync) {
-		return o, s, fmt.Errorf("%w: %s with -sync %q (have %v)", ErrSync, s.Name, o.Sync, s.Syncs)
+	if !slices.Contains(s.syncs, o.Sync) {
+		return o, s, fmt.Errorf("%w: %s with -sync %q (have %v)", ErrSync, s.Name, o.Sync, s.syncs)
 	}
 	if o.MinSize == 0 {
 		o.MinSize = s.MinSize
@@ -226,7 +226,7 @@ func (o Options) Sizes() []int {
 // Counts returns (iterations, skip) for one message size under the OSU rules, or the explicit
 // Iterations/Skip.
 func (o Options) Counts(k Kind, size int) (iters, skip int) {
-	large := size > LargeMessage
+	large := size > largeMessage
 	switch {
 	case k == Bandwidth && large:
 		iters, skip = bwLoopLarge, bwSkipLarge

@@ -54,7 +54,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	res.Header = []string{
 		"Window creation: ARMCI_Malloc",
 		"Synchronization: " + syncDoc(o.Sync),
-		"Operation: " + s.Note,
+		"Operation: " + s.note,
 		fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size()),
 	}
 	if onWindow {
@@ -80,7 +80,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 		res.Header = []string{"Algorithm: " + barrierAlgName(o.BarrierAlg), fmt.Sprintf("Transport: %s", res.Transport)}
 		res.Columns, rows, err = runBarrier(ctx, rt, o)
 	case slices.Contains(GASuite, s.Name):
-		res.Header = []string{"Operation: " + s.Note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
+		res.Header = []string{"Operation: " + s.note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
 		if s.Name != "ga_read_inc" && s.Name != "ga_sync" {
 			res.Columns = []string{ColLatency, ColBandwidth}
 		}

@@ -23,13 +23,13 @@ var peerSources embed.FS
 // run with MPI-3 RMA (Open MPI, MPICH; allocated or created windows) or Global Arrays/ARMCI.
 type Peer struct {
 	Name     string   // "openmpi-allocate", "mpich-create", "ga", "armci", ...
-	Launcher []string // mpirun and its options, up to and excluding -np
-	Exe      string
-	Args     []string // fixed arguments after the benchmark name (-win create)
-	Env      []string // added to the environment
-	// Doc says what the peer is, for the header of a comparison: the library and its version,
+	launcher []string // mpirun and its options, up to and excluding -np
+	exe      string
+	args     []string // fixed arguments after the benchmark name (-win create)
+	env      []string // added to the environment
+	// doc says what the peer is, for the header of a comparison: the library and its version,
 	// the one-sided component and the launcher options that select it, the window creation.
-	Doc     string
+	doc     string
 	names   []string // benchmarks it implements
 	syncs   []Sync   // synchronizations it implements
 	tcpArgs []string // launcher options forcing the network path between ranks of one host
@@ -40,16 +40,16 @@ type Peer struct {
 // Supports reports whether the peer implements benchmark name.
 func (p Peer) Supports(name string) bool { return slices.Contains(p.names, name) }
 
-// Describe is the peer's Doc and, with transport tcp, the launcher options and environment
+// Describe is the peer's doc and, with transport tcp, the launcher options and environment
 // that put its ranks on the network path.
 func (p Peer) Describe(transport string) string {
 	if transport != "tcp" {
-		return p.Doc
+		return p.doc
 	}
 	if tcp := strings.Join(append(slices.Clone(p.tcpArgs), p.tcpEnv...), " "); tcp != "" {
-		return p.Doc + "; over tcp with " + tcp
+		return p.doc + "; over tcp with " + tcp
 	}
-	return p.Doc
+	return p.doc
 }
 
 // ShmOnly reports whether the peer runs over shared memory only (ErrShmOnly with tcp).
@@ -74,14 +74,14 @@ func (p Peer) Run(ctx context.Context, o Options, np int, transport string) (*Re
 	if transport == "tcp" && p.shmOnly {
 		return nil, fmt.Errorf("%w: %s", ErrShmOnly, p.Name)
 	}
-	args := append([]string{}, p.Launcher[1:]...)
-	env := append(os.Environ(), p.Env...)
+	args := append([]string{}, p.launcher[1:]...)
+	env := append(os.Environ(), p.env...)
 	if transport == "tcp" {
 		args = append(args, p.tcpArgs...)
 		env = append(env, p.tcpEnv...)
 	}
-	args = append(args, "-np", strconv.Itoa(np), p.Exe, o.Name)
-	args = append(args, p.Args...)
+	args = append(args, "-np", strconv.Itoa(np), p.exe, o.Name)
+	args = append(args, p.args...)
 	if strings.HasPrefix(p.Name, "openmpi") || strings.HasPrefix(p.Name, "mpich") {
 		args = append(args, "-sync", string(o.Sync))
 	}
@@ -93,7 +93,7 @@ func (p Peer) Run(ctx context.Context, o Options, np int, transport string) (*Re
 			args = append(args, kv.k, strconv.Itoa(kv.v))
 		}
 	}
-	cmd := exec.CommandContext(ctx, p.Launcher[0], args...)
+	cmd := exec.CommandContext(ctx, p.launcher[0], args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -164,15 +164,15 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		lib := mpiVersion(ctx, run, m.name)
 		for _, win := range []string{"allocate", "create"} {
 			peers = append(peers, Peer{
-				Name: m.name + "-" + win, Launcher: append([]string{run}, m.launch...), Exe: exe,
-				Args: []string{"-win", win}, Env: env, names: oneSidedNames,
-				Doc:     lib + ", MPI_Win_" + win + ", the library's choice of one-sided component",
+				Name: m.name + "-" + win, launcher: append([]string{run}, m.launch...), exe: exe,
+				args: []string{"-win", win}, env: env, names: oneSidedNames,
+				doc:     lib + ", MPI_Win_" + win + ", the library's choice of one-sided component",
 				tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
 			})
 		}
 		peers = append(peers, Peer{
-			Name: m.name, Launcher: append([]string{run}, m.launch...), Exe: exe, Env: env,
-			names: []string{"barrier"}, Doc: lib + ", MPI_Barrier",
+			Name: m.name, launcher: append([]string{run}, m.launch...), exe: exe, env: env,
+			names: []string{"barrier"}, doc: lib + ", MPI_Barrier",
 			tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
 		})
 		if m.name != "openmpi" {
@@ -185,9 +185,9 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		for _, osc := range []string{"sm", "rdma"} {
 			mca := []string{"--mca", "osc", osc, "--mca", "btl", "self,vader"}
 			peers = append(peers, Peer{
-				Name: m.name + "-" + osc, Launcher: append(append([]string{run}, m.launch...), mca...), Exe: exe,
-				Args: []string{"-win", "allocate"}, Env: env, names: oneSidedNames, shmOnly: true,
-				Doc: lib + ", osc " + osc + " (" + strings.Join(mca, " ") + "), MPI_Win_allocate",
+				Name: m.name + "-" + osc, launcher: append(append([]string{run}, m.launch...), mca...), exe: exe,
+				args: []string{"-win", "allocate"}, env: env, names: oneSidedNames, shmOnly: true,
+				doc: lib + ", osc " + osc + " (" + strings.Join(mca, " ") + "), MPI_Win_allocate",
 			})
 		}
 		gacfg := "/usr/lib/x86_64-linux-gnu/ga/openmpi/bin/ga-config"
@@ -204,11 +204,11 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		}
 		launch := append([]string{run}, m.launch...)
 		peers = append(peers,
-			Peer{Name: "ga", Launcher: launch, Exe: gaExe, Env: env, names: append(slices.Clone(GASuite), "barrier"), tcpArgs: m.tcpArgs,
-				Doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync)"},
-			Peer{Name: "armci", Launcher: launch, Exe: gaExe, Env: env, syncs: []Sync{SyncFlush},
+			Peer{Name: "ga", launcher: launch, exe: gaExe, env: env, names: append(slices.Clone(GASuite), "barrier"), tcpArgs: m.tcpArgs,
+				doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync)"},
+			Peer{Name: "armci", launcher: launch, exe: gaExe, env: env, syncs: []Sync{SyncFlush},
 				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs,
-				Doc: "ARMCI-MPI of Global Arrays on " + lib + ", ARMCI_Malloc, ARMCI_Fence"},
+				doc: "ARMCI-MPI of Global Arrays on " + lib + ", ARMCI_Malloc, ARMCI_Fence"},
 		)
 	}
 	return peers, notes

@@ -36,7 +36,7 @@ func TestPeerRunCommandLine(t *testing.T) {
 	// The fake launcher prints its arguments as a header line, then an OSU table.
 	script := "#!/bin/sh\necho \"# OSU fake $*\"\necho '# Size          Latency (us)'\necho '8                       0.50'\n"
 	require.NoError(t, os.WriteFile(launcher, []byte(script), 0o755))
-	p := Peer{Name: "openmpi-allocate", Launcher: []string{launcher, "--oversubscribe"}, Exe: "/x/mpi_rma", Args: []string{"-win", "allocate"}, names: oneSidedNames}
+	p := Peer{Name: "openmpi-allocate", launcher: []string{launcher, "--oversubscribe"}, exe: "/x/mpi_rma", args: []string{"-win", "allocate"}, names: oneSidedNames}
 	res, err := p.Run(context.Background(), Options{Name: "fop_latency", Iterations: 7}, 2, "shm")
 	require.NoError(t, err)
 	assert.Equal(t, "fop_latency", res.Name)
@@ -46,7 +46,7 @@ func TestPeerRunCommandLine(t *testing.T) {
 	assert.Equal(t, []string{"--oversubscribe", "-np", "2", "/x/mpi_rma", "fop_latency", "-win", "allocate", "-sync", "flush",
 		"-min-size", "8", "-max-size", "8", "-iterations", "7", "-window", "64"}, args)
 
-	armci := Peer{Name: "armci", Launcher: []string{launcher}, Exe: "/x/ga", syncs: []Sync{SyncFlush}}
+	armci := Peer{Name: "armci", launcher: []string{launcher}, exe: "/x/ga", syncs: []Sync{SyncFlush}}
 	_, err = armci.Run(context.Background(), Options{Name: "put_latency", Sync: SyncFence}, 2, "shm")
 	assert.ErrorIs(t, err, ErrSync)
 	assert.True(t, p.Supports("get_acc_latency"))
@@ -80,8 +80,8 @@ func TestFindPeersOscColumns(t *testing.T) {
 	assert.NotContains(t, byName, "mpich-sm")
 	for _, osc := range []string{"sm", "rdma"} {
 		p := byName["openmpi-"+osc]
-		assert.Equal(t, []string{filepath.Join(bin, "mpirun.openmpi"), "--oversubscribe", "--mca", "osc", osc, "--mca", "btl", "self,vader"}, p.Launcher)
-		assert.Equal(t, []string{"-win", "allocate"}, p.Args)
+		assert.Equal(t, []string{filepath.Join(bin, "mpirun.openmpi"), "--oversubscribe", "--mca", "osc", osc, "--mca", "btl", "self,vader"}, p.launcher)
+		assert.Equal(t, []string{"-win", "allocate"}, p.args)
 		assert.True(t, p.ShmOnly())
 		assert.True(t, p.Supports("get_acc_latency"))
 		assert.False(t, p.Supports("barrier"))
@@ -104,7 +104,7 @@ func TestPeerRunBarrier(t *testing.T) {
 	launcher := filepath.Join(dir, "fakerun")
 	script := "#!/bin/sh\necho \"# OSU fake $*\"\necho '# Ranks         Latency (us)'\necho '4                       0.25'\n"
 	require.NoError(t, os.WriteFile(launcher, []byte(script), 0o755))
-	p := Peer{Name: "openmpi", Launcher: []string{launcher}, Exe: "/x/mpi_rma", names: []string{"barrier"}}
+	p := Peer{Name: "openmpi", launcher: []string{launcher}, exe: "/x/mpi_rma", names: []string{"barrier"}}
 	res, err := p.Run(context.Background(), Options{Name: "barrier"}, 4, "shm")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"-np", "4", "/x/mpi_rma", "barrier", "-sync", "fence", "-window", "64"},

@@ -87,10 +87,10 @@ func (r *Result) writeComments(w io.Writer) {
 	}
 }
 
-// WriteCSV writes the title and header lines as "#" comments (as in the text format; a CSV
+// writeCSV writes the title and header lines as "#" comments (as in the text format; a CSV
 // reader skips them with Comment = '#'), a header record (size, then the columns) and one
 // record per row.
-func (r *Result) WriteCSV(w io.Writer) error {
+func (r *Result) writeCSV(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	r.writeComments(bw)
 	if err := bw.Flush(); err != nil {
@@ -128,15 +128,15 @@ func (r *Result) Write(w io.Writer, format string) error {
 	case "", "text", "osu":
 		return r.WriteText(w)
 	case "csv":
-		return r.WriteCSV(w)
+		return r.writeCSV(w)
 	case "json":
 		return r.WriteJSON(w)
 	}
 	return fmt.Errorf("%w: format %q (want text, csv or json)", ErrOptions, format)
 }
 
-// Column returns the values of the column named name (nil when absent).
-func (r *Result) Column(name string) []float64 {
+// column returns the values of the column named name (nil when absent).
+func (r *Result) column(name string) []float64 {
 	for i, c := range r.Columns {
 		if c == name {
 			out := make([]float64, len(r.Rows))

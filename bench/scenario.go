@@ -41,15 +41,15 @@ const (
 	ColGetBW      = "Get (MB/s)"
 	ColPutLat     = "Put (us)"
 	ColGetLat     = "Get (us)"
-	ColTime       = "Time (ms)"
-	ColOpTime     = "Op (ms)"
-	ColReorderOff = "Reorder off (MB/s)"
-	ColReorderOn  = "Reorder on (MB/s)"
-	ColRatio      = "On/off"
+	colTime       = "Time (ms)"
+	colOpTime     = "Op (ms)"
+	colReorderOff = "Reorder off (MB/s)"
+	colReorderOn  = "Reorder on (MB/s)"
+	colRatio      = "On/off"
 )
 
-// ColStripes names the column of the stripes posted on subchannel (rail) sub in a timeline.
-func ColStripes(sub int) string { return fmt.Sprintf("Stripes rail %d", sub) }
+// colStripes names the column of the stripes posted on subchannel (rail) sub in a timeline.
+func colStripes(sub int) string { return fmt.Sprintf("Stripes rail %d", sub) }
 
 // ScenarioOptions is one rank's part of a scenario run.
 type ScenarioOptions struct {
@@ -93,7 +93,7 @@ func (o ScenarioOptions) Check(name string) (ScenarioOptions, error) {
 	if len(o.Sizes) == 0 {
 		switch name {
 		case ScenarioInterleave:
-			o.Sizes = PowersOfTwo(1<<10, 4<<20)
+			o.Sizes = powersOfTwo(1<<10, 4<<20)
 		default:
 			o.Sizes = []int{1 << 20, 4 << 20}
 		}
@@ -115,8 +115,8 @@ func (o ScenarioOptions) Check(name string) (ScenarioOptions, error) {
 	return o, nil
 }
 
-// PowersOfTwo returns the powers of two from lo to hi (bytes), lo rounded up to one.
-func PowersOfTwo(lo, hi int) []int {
+// powersOfTwo returns the powers of two from lo to hi (bytes), lo rounded up to one.
+func powersOfTwo(lo, hi int) []int {
 	var out []int
 	for s := 1; s <= hi; s *= 2 {
 		if s >= lo {

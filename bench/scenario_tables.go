@@ -21,7 +21,7 @@ func MergeColumns(runs []*Result, names, cols, titles, header []string) []*Resul
 			nr := Row{Size: row.Size, Values: make([]float64, len(runs))}
 			any := false
 			for j, run := range runs {
-				if v := run.Column(c); k < len(v) {
+				if v := run.column(c); k < len(v) {
 					nr.Values[j] = v[k]
 					any = any || v[k] > 0
 				}
@@ -57,7 +57,7 @@ func RatioTable(runs []*Result, names []string, rails []int, summed func(n int) 
 	}
 	var cols []col
 	get := func(i, k int, c string) float64 {
-		v := runs[i].Column(c)
+		v := runs[i].column(c)
 		if k < len(v) {
 			return v[k]
 		}
@@ -132,12 +132,12 @@ func HotspotRow(policy string, tl Timeline, event, newSum, share float64, slowRa
 	if n := len(tl.End); n > 0 {
 		last = tl.End[n-1]
 	}
-	before, _ := tl.Median(0, event)
+	before, _ := tl.median(0, event)
 	late := event + (last-event)/2
-	after, _ := tl.Median(late, math.Inf(1))
-	ops, ms, ok := tl.Recovery(event, share*newSum, 3)
+	after, _ := tl.median(late, math.Inf(1))
+	ops, ms, ok := tl.recovery(event, share*newSum, 3)
 	r := TableRow{Key: policy, Values: []float64{before, after, math.NaN(), math.NaN(), math.NaN(),
-		100 * tl.StripeShare(slowRail, 0, event), 100 * tl.StripeShare(slowRail, late, math.Inf(1))}}
+		100 * tl.stripeShare(slowRail, 0, event), 100 * tl.stripeShare(slowRail, late, math.Inf(1))}}
 	if newSum > 0 {
 		r.Values[2] = 100 * after / newSum
 	}

@@ -19,7 +19,7 @@ func TestParseSizes(t *testing.T) {
 		_, err := ParseSizes(bad)
 		assert.ErrorIs(t, err, ErrOptions, bad)
 	}
-	assert.Equal(t, []int{1024, 2048, 4096}, PowersOfTwo(1000, 4096))
+	assert.Equal(t, []int{1024, 2048, 4096}, powersOfTwo(1000, 4096))
 }
 
 func TestParseRate(t *testing.T) {
@@ -88,18 +88,18 @@ func TestTimelineRecoveryAndShare(t *testing.T) {
 		{2, 2, 2, 2, 2, 2, 2, 1, 0, 0, 0, 0},
 		{2, 2, 2, 2, 2, 2, 2, 3, 4, 4, 4, 4},
 	})
-	ops, after, ok := tl.Recovery(50, 85, 3)
+	ops, after, ok := tl.recovery(50, 85, 3)
 	require.True(t, ok)
 	assert.Equal(t, 3, ops)
 	assert.InDelta(t, 30, after, 1e-9)
-	_, _, ok = tl.Recovery(50, 95, 3)
+	_, _, ok = tl.recovery(50, 95, 3)
 	assert.False(t, ok)
-	m, n := tl.Median(0, 50)
+	m, n := tl.median(0, 50)
 	assert.Equal(t, 4, n) // operations ending at 10..40 ms
 	assert.Equal(t, 100.0, m)
-	assert.InDelta(t, 0.5, tl.StripeShare(0, 0, 50), 1e-9)
-	assert.InDelta(t, 0.0, tl.StripeShare(0, 90, 1000), 1e-9)
-	assert.True(t, math.IsNaN(tl.StripeShare(5, 0, 100)))
+	assert.InDelta(t, 0.5, tl.stripeShare(0, 0, 50), 1e-9)
+	assert.InDelta(t, 0.0, tl.stripeShare(0, 90, 1000), 1e-9)
+	assert.True(t, math.IsNaN(tl.stripeShare(5, 0, 100)))
 
 	row := HotspotRow("bss", tl, 50, 100, 0.85, 0)
 	assert.Equal(t, "bss", row.Key)
@@ -148,7 +148,7 @@ func TestTimelineFault(t *testing.T) {
 }
 
 func TestTimelineOf(t *testing.T) {
-	r := &Result{Columns: []string{ColTime, ColOpTime, ColBandwidth, ColStripes(0), ColStripes(1)},
+	r := &Result{Columns: []string{colTime, colOpTime, ColBandwidth, colStripes(0), colStripes(1)},
 		Rows: []Row{{Size: 0, Values: []float64{10, 10, 5, 1, 2}}, {Size: 1, Values: []float64{20, 10, 6, 3, 4}}}}
 	tl, err := TimelineOf(r)
 	require.NoError(t, err)

@@ -19,9 +19,9 @@ import (
 // launcher places its events on the same clock).
 //
 // The Result has one row per operation (Size = the operation's index from 0) with columns
-// ColTime (ms from the start to the operation's end), ColOpTime (its duration, ms),
-// ColBandwidth (MB/s = 10^6 B/s) and ColStripes(r) for every rail r (work requests posted on
-// that subchannel during the operation). The header's "Start:" line is the start in Unix
+// "Time (ms)" (from the start to the operation's end), "Op (ms)" (its duration), ColBandwidth
+// (MB/s = 10^6 B/s) and "Stripes rail r" for every rail r (work requests posted on that
+// subchannel during the operation); TimelineOf reads them back. The header's "Start:" line is the start in Unix
 // nanoseconds. Collective; rank 0 returns the Result, the others nil. Errors: ErrOptions,
 // ErrRanks, and rma's errors (a fault the runtime could not mask ends the run with its error).
 func RunTimeline(ctx context.Context, rt *rma.Runtime, o ScenarioOptions, started func(time.Time)) (*Result, error) {
@@ -120,9 +120,9 @@ func RunTimeline(ctx context.Context, rt *rma.Runtime, o ScenarioOptions, starte
 	if rt.Rank() != origin {
 		return nil, nil
 	}
-	cols := []string{ColTime, ColOpTime, ColBandwidth}
+	cols := []string{colTime, colOpTime, ColBandwidth}
 	for s := 0; s < subs; s++ {
-		cols = append(cols, ColStripes(s))
+		cols = append(cols, colStripes(s))
 	}
 	name := map[string]string{"put": "ARMCI_NbPut", "get": "ARMCI_NbGet"}[o.Op]
 	return &Result{
@@ -149,12 +149,12 @@ type Timeline struct {
 // missing.
 func TimelineOf(r *Result) (Timeline, error) {
 	var tl Timeline
-	tl.End, tl.Dur, tl.BW = r.Column(ColTime), r.Column(ColOpTime), r.Column(ColBandwidth)
+	tl.End, tl.Dur, tl.BW = r.column(colTime), r.column(colOpTime), r.column(ColBandwidth)
 	if tl.End == nil || tl.Dur == nil || tl.BW == nil {
 		return tl, fmt.Errorf("%w: not a timeline (columns %v)", ErrParse, r.Columns)
 	}
 	for s := 0; ; s++ {
-		c := r.Column(ColStripes(s))
+		c := r.column(colStripes(s))
 		if c == nil {
 			break
 		}
@@ -163,9 +163,9 @@ func TimelineOf(r *Result) (Timeline, error) {
 	return tl, nil
 }
 
-// Median returns the median bandwidth (MB/s) of the operations that ended in [from, to) ms, and
+// median returns the median bandwidth (MB/s) of the operations that ended in [from, to) ms, and
 // how many there were (NaN, 0 for none).
-func (tl Timeline) Median(from, to float64) (float64, int) {
+func (tl Timeline) median(from, to float64) (float64, int) {
 	var v []float64
 	for i, e := range tl.End {
 		if e >= from && e < to {
@@ -182,11 +182,11 @@ func (tl Timeline) Median(from, to float64) (float64, int) {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2, len(v)
 }
 
-// Recovery finds the first operation that started at or after event (ms) from which sustain
+// recovery finds the first operation that started at or after event (ms) from which sustain
 // consecutive operations (at least 1) each reach target MB/s. It returns that operation's
 // index counted from the first operation started after the event (0 = at once), the time from
 // the event to that operation's start (ms), and false when the timeline never recovers.
-func (tl Timeline) Recovery(event, target float64, sustain int) (ops int, after float64, ok bool) {
+func (tl Timeline) recovery(event, target float64, sustain int) (ops int, after float64, ok bool) {
 	sustain = max(sustain, 1)
 	first := -1
 	for i := range tl.End {
@@ -213,9 +213,9 @@ func (tl Timeline) Recovery(event, target float64, sustain int) (ops int, after 
 	return 0, 0, false
 }
 
-// StripeShare returns the share (0..1) of the stripes posted on rail of all stripes posted by
+// stripeShare returns the share (0..1) of the stripes posted on rail of all stripes posted by
 // the operations that ended in [from, to) ms (NaN when none were posted).
-func (tl Timeline) StripeShare(rail int, from, to float64) float64 {
+func (tl Timeline) stripeShare(rail int, from, to float64) float64 {
 	if rail < 0 || rail >= len(tl.Stripes) {
 		return math.NaN()
 	}
@@ -265,7 +265,7 @@ type FaultStats struct {
 // ((R-1)/R for R equal rails).
 func (tl Timeline) Fault(down, up, survivors float64) FaultStats {
 	var st FaultStats
-	st.Before, _ = tl.Median(0, down)
+	st.Before, _ = tl.median(0, down)
 	var durs []float64
 	for i, e := range tl.End {
 		if e < down {
@@ -308,13 +308,13 @@ func (tl Timeline) Fault(down, up, survivors float64) FaultStats {
 	if n := len(tl.End); n > 0 {
 		last = tl.End[n-1]
 	}
-	st.After, _ = tl.Median(up+2*(last-up)/3, math.Inf(1))
+	st.After, _ = tl.median(up+2*(last-up)/3, math.Inf(1))
 	st.Full = math.NaN()
-	if _, after, ok := tl.Recovery(up, 0.9*st.Before, 3); ok {
+	if _, after, ok := tl.recovery(up, 0.9*st.Before, 3); ok {
 		st.Full = after
 	}
 	st.Failover = math.NaN()
-	if _, after, ok := tl.Recovery(down, 0.8*survivors*st.Before, 3); ok && down+after < up {
+	if _, after, ok := tl.recovery(down, 0.8*survivors*st.Before, 3); ok && down+after < up {
 		st.Failover = after
 	}
 	return st

@@ -12,7 +12,6 @@ import (
 	"github.com/goarmci/goarmci/hybridft/apm"
 	"github.com/goarmci/goarmci/hybridft/udcm"
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/config"
 )
 
 // Options configure a Manager.
@@ -52,18 +51,6 @@ type Options struct {
 // every Probe (100 ms) and avoids a failed path for Backoff (500 ms): every timer recovery
 // runs on is under a second, so 30 s only ends outages that are not transient.
 const DefaultPartitionTimeout = 30 * time.Second
-
-// OptionsFrom maps the GOARMCI_* configuration to Options (CMListen is left to the caller:
-// one address per rail). GOARMCI_PARTITION_TIMEOUT=0 (set explicitly) becomes a negative
-// PartitionTimeout: no partition timeout, the consumer's context bounds the wait.
-func OptionsFrom(c config.Config) Options {
-	pt := c.PartitionTimeout
-	if pt == 0 {
-		pt = -1
-	}
-	return Options{APM: c.APM, APMTest: c.APMTest, PartitionTimeout: pt,
-		AckTimeout: c.AckTimeout, RetryCount: c.RetryCount}
-}
 
 // Manager is a process's fault-tolerance module [Vishnu09 Fig. 5]: it owns the UD connection
 // manager (one UD queue pair per process, created at initialization) and, per device, the

@@ -11,15 +11,18 @@ import (
 	"github.com/goarmci/goarmci/internal/config"
 )
 
-// The configuration's default partition timeout reaches the manager: finite, and the same as
-// Options' own default; GOARMCI_PARTITION_TIMEOUT=0, set explicitly, is "no timeout".
-func TestPartitionTimeoutDefaults(t *testing.T) {
-	require.Equal(t, DefaultPartitionTimeout, OptionsFrom(config.Default()).PartitionTimeout)
+// defaultOptions are the Options rma gives a Manager under the default configuration (no
+// GOARMCI_* override): rma's ftOptions of config.Default(), whose mapping rma's
+// TestFTOptionsPartitionTimeout checks.
+func defaultOptions() Options {
 	c := config.Default()
-	require.NoError(t, c.Set("GOARMCI_PARTITION_TIMEOUT", "0"))
-	require.Negative(t, OptionsFrom(c).PartitionTimeout, "explicit 0: only the context bounds the wait")
-	require.NoError(t, c.Set("GOARMCI_PARTITION_TIMEOUT", "2m"))
-	require.Equal(t, 2*time.Minute, OptionsFrom(c).PartitionTimeout)
+	return Options{APM: c.APM, APMTest: c.APMTest, PartitionTimeout: c.PartitionTimeout,
+		AckTimeout: c.AckTimeout, RetryCount: c.RetryCount}
+}
+
+// The configuration's default partition timeout is finite, and the same as Options' own default.
+func TestPartitionTimeoutDefaults(t *testing.T) {
+	require.Equal(t, DefaultPartitionTimeout, defaultOptions().PartitionTimeout)
 }
 
 // With the default configuration (no GOARMCI_* override), on the simulated fabric under virtual
@@ -27,7 +30,7 @@ func TestPartitionTimeoutDefaults(t *testing.T) {
 // has passed, and later posts are refused with it; a partition that heals after 10 s — long for
 // a transient fault — does not trip it, and every request completes.
 func TestFabricPartitionDefaultTimeout(t *testing.T) {
-	defaults := func() Options { return OptionsFrom(config.Default()) }
+	defaults := defaultOptions
 	t.Run("permanent", func(t *testing.T) {
 		forSeeds(t, func(t *testing.T, seed uint64) {
 			// virtual time: detection (retries on both paths) plus the 30 s default

@@ -128,18 +128,43 @@ func (o Opcode) AtomicSize() int {
 	return 0
 }
 
-// AccType is the element type of an OpAccumulate (the kernels live in internal/accum).
-type AccType = accum.Type
+// AccType is the element type of an OpAccumulate: the datatype argument of ARMCI_Acc
+// (ARMCI_ACC_INT, _LNG, _FLT, _DBL, _CPL, _DCP), little-endian elements.
+type AccType uint8
 
 // Accumulate element types.
 const (
-	AccInt32      = accum.Int32
-	AccInt64      = accum.Int64
-	AccFloat32    = accum.Float32
-	AccFloat64    = accum.Float64
-	AccComplex64  = accum.Complex64
-	AccComplex128 = accum.Complex128
+	AccInt32      AccType = iota + 1 // ARMCI_ACC_INT: int32, 4 bytes
+	AccInt64                         // ARMCI_ACC_LNG: int64, 8 bytes
+	AccFloat32                       // ARMCI_ACC_FLT: float32, 4 bytes
+	AccFloat64                       // ARMCI_ACC_DBL: float64, 8 bytes
+	AccComplex64                     // ARMCI_ACC_CPL: complex64, 8 bytes
+	AccComplex128                    // ARMCI_ACC_DCP: complex128, 16 bytes
 )
+
+// The kernels in internal/accum take an AccType by a plain conversion (accum.Type(t)), so the
+// two enumerations must have the same values: the index below is out of range, or the
+// subtraction overflows, and the package does not compile, when one of them differs.
+var _ = [1]struct{}{}[AccInt32-AccType(accum.Int32)+
+	AccInt64-AccType(accum.Int64)+
+	AccFloat32-AccType(accum.Float32)+
+	AccFloat64-AccType(accum.Float64)+
+	AccComplex64-AccType(accum.Complex64)+
+	AccComplex128-AccType(accum.Complex128)]
+
+// kernel is t as the element type of the accumulate kernels (the same value).
+func (t AccType) kernel() accum.Type { return accum.Type(t) }
+
+// Size is the element size in bytes (0 for an unknown type).
+func (t AccType) Size() int { return t.kernel().Size() }
+
+// Align is the alignment in bytes an accumulate's target address needs: the component size
+// (4 for AccComplex64, 8 for AccComplex128), else Size.
+func (t AccType) Align() int { return t.kernel().Align() }
+
+// String is the Go name of the element type ("int32", ..., "complex128"; "Type(n)" when
+// unknown).
+func (t AccType) String() string { return t.kernel().String() }
 
 // SendFlags modify a send work request (enum ibv_send_flags).
 type SendFlags uint8

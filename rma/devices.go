@@ -11,6 +11,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider/shm"
 	"github.com/goarmci/goarmci/ibv/provider/tcp"
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -77,7 +78,7 @@ func (r *Runtime) openNet() error {
 	r.closers = append(r.closers, dev.Close)
 	// Hybrid network fault tolerance [Vishnu09]: the manager's UD connection manager listens on
 	// every rail; it is closed before the device (closers run in reverse).
-	o := hybridft.OptionsFrom(r.cfg.env.cfg)
+	o := ftOptions(r.cfg.env.cfg)
 	for _, pc := range ports {
 		host, _, _ := net.SplitHostPort(pc.Listen)
 		o.CMListen = append(o.CMListen, net.JoinHostPort(host, "0"))
@@ -198,4 +199,17 @@ func (r *Runtime) tcpPoll() time.Duration {
 		d, _ := time.ParseDuration(v)
 		return d
 	}
+}
+
+// ftOptions maps the GOARMCI_* configuration to the fault-tolerance manager's options (CMListen
+// and Log are left to the caller: one address per rail). GOARMCI_PARTITION_TIMEOUT=0 (set
+// explicitly) becomes a negative PartitionTimeout: no partition timeout, the consumer's context
+// bounds the wait.
+func ftOptions(c config.Config) hybridft.Options {
+	pt := c.PartitionTimeout
+	if pt == 0 {
+		pt = -1
+	}
+	return hybridft.Options{APM: c.APM, APMTest: c.APMTest, PartitionTimeout: pt,
+		AckTimeout: c.AckTimeout, RetryCount: c.RetryCount}
 }

@@ -76,7 +76,7 @@ func (x xfer) direct(v *ibv.RemoteView, dst, local []byte) error {
 	if x.kind != kAcc {
 		return x.self(dst, local)
 	}
-	if err := accum.ApplyLocked(v.Acc, x.typ, dst, local, x.scale); err != nil {
+	if err := accum.ApplyLocked(v.Acc, accum.Type(x.typ), dst, local, x.scale); err != nil {
 		return fmt.Errorf("%w: %w", ErrType, err)
 	}
 	return nil
@@ -90,7 +90,7 @@ func (x xfer) self(dst, local []byte) error {
 	case kGet:
 		memcopy.Copy(local, dst)
 	case kAcc:
-		if err := accum.Apply(x.typ, dst, local, x.scale); err != nil {
+		if err := accum.Apply(accum.Type(x.typ), dst, local, x.scale); err != nil {
 			return fmt.Errorf("%w: %w", ErrType, err)
 		}
 	}

@@ -54,16 +54,16 @@ type Figure struct {
 	Series []Series
 	// SizeAxis: the keys are message sizes, drawn on a log2 axis with SizeTicks.
 	SizeAxis bool
-	// LogY: the values span at least LogSpan (max/min), drawn on a log axis; else a linear
-	// axis from 0.
+	// LogY: the values span a max/min ratio of 30 or more, drawn on a log axis; else a linear axis
+	// from 0.
 	LogY bool
 	// Categorical: at most two rows, drawn as one column of markers per series (the series'
 	// names along the x axis) instead of lines over two points or one.
 	Categorical bool
 }
 
-// LogSpan is the smallest max/min ratio of a figure's values that gets a logarithmic value axis.
-const LogSpan = 30
+// logSpan is the smallest max/min ratio of a figure's values that gets a logarithmic value axis.
+const logSpan = 30
 
 // ResultFigure decides the figure of r: which columns are series (a comparison's "NAME min" and
 // "NAME max" become NAME's range, its "goarmci/NAME" ratios and columns of another unit are
@@ -144,7 +144,7 @@ func ResultFigure(r *bench.Result) (Figure, error) {
 	if len(f.Series) == 0 || len(r.Rows) == 0 || math.IsInf(lo, 1) {
 		return f, fmt.Errorf("%w: nothing to plot", bench.ErrOptions)
 	}
-	f.LogY = hi/lo >= LogSpan
+	f.LogY = hi/lo >= logSpan
 	f.Categorical = len(r.Rows) <= 2
 	if f.Categorical {
 		f.XLabel = "Configuration"
@@ -152,7 +152,7 @@ func ResultFigure(r *bench.Result) (Figure, error) {
 			f.XLabel = "System"
 		}
 	}
-	f.Title = Title(r)
+	f.Title = resultTitle(r)
 	if len(r.Rows) == 1 && f.SizeAxis {
 		f.Title += ", " + FormatBytes(f.Keys[0])
 	}
@@ -202,10 +202,10 @@ func resultUnit(r *bench.Result) string {
 // tbfRe finds the rails and their rate in a scenario's "Testbed:" header line.
 var tbfRe = regexp.MustCompile(`(\d+) veth rails, tbf (\S+) per rail`)
 
-// Title is a result figure's title: the table's title, then a line naming the benchmark, its
+// resultTitle is a result figure's title: the table's title, then a line naming the benchmark, its
 // synchronization mode, the transport and the ranks (from the result's fields, else its
 // "Transport: shm, 2 ranks, sync lock" header line) and a scenario's rails and rate.
-func Title(r *bench.Result) string {
+func resultTitle(r *bench.Result) string {
 	t := strings.TrimSpace(strings.TrimPrefix(r.Title, "#"))
 	sync, transport, ranks := r.Sync, r.Transport, r.Ranks
 	rails := ""

@@ -67,9 +67,6 @@ func WithTerminal(width int) Option {
 	return func(b *Bar) { b.tty, b.width = true, width }
 }
 
-// WithPlain forces plain lines, whatever w is.
-func WithPlain() Option { return func(b *Bar) { b.tty = false } }
-
 // WithHeartbeat makes the plain form write "TITLE: DOING (done/total UNIT, elapsed)" every
 // period between steps (DOING: the last Start's text, or "running"), so that a log shows a long
 // step is still under way. The default is none. A goroutine owned by the Bar writes them; End

@@ -321,7 +321,7 @@ func (q *loopQP) PostSend(wr *ibv.SendWR) error {
 		v, err = accum.CmpSwap32(rem, uint32(wr.CompareAdd), uint32(wr.Swap))
 		putLE(res, uint64(v))
 	case ibv.OpAccumulate:
-		err = accum.Apply(wr.AccType, rem, gather(bufs), wr.Scale)
+		err = accum.Apply(accum.Type(wr.AccType), rem, gather(bufs), wr.Scale)
 	}
 	if err != nil {
 		q.fail(wr, ibv.WCRemInvReqErr)

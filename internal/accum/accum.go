@@ -16,7 +16,8 @@ import (
 	"sync/atomic"
 )
 
-// Type is an accumulate element type. The numeric values are those of ibv.AccType.
+// Type is an accumulate element type. The numeric values are those of ibv.AccType, which
+// converts to Type for free (ibv/types.go checks the two at compile time).
 type Type uint8
 
 const (

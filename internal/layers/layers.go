@@ -1,8 +1,9 @@
 // Package layers holds goarmci's layer rule and its checker: every top-level folder of the module
 // has a rank, and a package may import packages of its own folder or of a lower rank only
 // (docs/architecture.md, "Layers"). It also holds the rule that keeps package unsafe in files
-// named for it (UnsafeFile). The test of this package checks the whole module, so a fresh clone
-// enforces both rules with `go test ./...`.
+// named for it (UnsafeFile), and the rule that no exported declaration of a public package shows
+// a type of an internal one (InternalLeaks). The tests of this package check the whole module,
+// so a fresh clone enforces the rules with `go test ./...`.
 package layers
 
 import (

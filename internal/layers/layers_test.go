@@ -48,7 +48,7 @@ func TestModuleUnsafe(t *testing.T) {
 	root, _ := moduleRoot(t)
 	var bad []string
 	n := 0
-	walkGoFiles(t, root, func(path string, f *ast.File) {
+	walkGoFiles(t, root, parser.ImportsOnly, func(path string, f *ast.File) {
 		for _, is := range f.Imports {
 			if is.Path.Value == `"unsafe"` {
 				n++
@@ -68,7 +68,7 @@ func TestModuleUnsafe(t *testing.T) {
 func TestModuleLayers(t *testing.T) {
 	root, mod := moduleRoot(t)
 	imports := map[string][]string{}
-	walkGoFiles(t, root, func(path string, f *ast.File) {
+	walkGoFiles(t, root, parser.ImportsOnly, func(path string, f *ast.File) {
 		rel, err := filepath.Rel(root, filepath.Dir(path))
 		require.NoError(t, err)
 		pkg := mod
@@ -85,9 +85,9 @@ func TestModuleLayers(t *testing.T) {
 	require.Empty(t, Violations(mod, imports))
 }
 
-// walkGoFiles calls fn with the imports of every Go file of the module under root (tests
+// walkGoFiles calls fn with every Go file, parsed in mode, of the module under root (tests
 // included; hidden folders, testdata and folders starting with _ skipped).
-func walkGoFiles(t *testing.T, root string, fn func(path string, f *ast.File)) {
+func walkGoFiles(t *testing.T, root string, mode parser.Mode, fn func(path string, f *ast.File)) {
 	t.Helper()
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -103,7 +103,7 @@ func walkGoFiles(t *testing.T, root string, fn func(path string, f *ast.File)) {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		f, err := parser.ParseFile(fset, path, nil, mode)
 		if err != nil {
 			return err
 		}

@@ -422,7 +422,7 @@ func (q *qpDrv) applyLocked(wr *ibv.SendWR, bufs [][]byte, t []byte, acc *accum.
 			}
 			src = q.gather
 		}
-		if err := accum.ApplyLocked(acc, wr.AccType, t, src, wr.Scale); err != nil {
+		if err := accum.ApplyLocked(acc, accum.Type(wr.AccType), t, src, wr.Scale); err != nil {
 			return ibv.WCRemOpErr, VendorKernelError
 		}
 		return ibv.WCSuccess, 0
