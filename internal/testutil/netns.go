@@ -198,8 +198,7 @@ func NewSwitchedTestbed(t testing.TB, hosts, rails int) *Testbed {
 }
 
 // OpenSwitchedTestbed builds the testbed of NewSwitchedTestbed outside a test; the caller removes
-// it with Close. Link and Rate act on host 0's port of a rail (as on a two-host testbed);
-// HostLink on any host's.
+// it with Close. Link and Rate act on host 0's port of a rail (as on a two-host testbed).
 // Errors: ErrNotRoot, ErrNoNamespaces (iproute2 missing, namespaces or bridges refused),
 // ErrTestbed (also for hosts outside 2..MaxSwitchedHosts or rails outside 1..8).
 func OpenSwitchedTestbed(hosts, rails int) (*Testbed, error) {
@@ -261,18 +260,6 @@ func OpenSwitchedTestbed(hosts, rails int) (*Testbed, error) {
 	return tb, nil
 }
 
-// HostLink pulls (up false) or plugs (up true) host h's cable of rail r (on a two-host testbed
-// both ends go down with it). Errors wrap ErrTestbed.
-func (tb *Testbed) HostLink(h, r int, up bool) error {
-	if err := tb.check(h, r); err != nil {
-		return err
-	}
-	state := "down"
-	if up {
-		state = "up"
-	}
-	return run("ip", "-n", tb.Hosts[h].NS, "link", "set", tb.Hosts[h].Ifaces[r], state)
-}
 
 // Command runs name with args on host h (ip netns exec).
 func (tb *Testbed) Command(ctx context.Context, h int, name string, args ...string) *exec.Cmd {
