@@ -260,7 +260,6 @@ func OpenSwitchedTestbed(hosts, rails int) (*Testbed, error) {
 	return tb, nil
 }
 
-
 // Command runs name with args on host h (ip netns exec).
 func (tb *Testbed) Command(ctx context.Context, h int, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", tb.Hosts[h].NS, name}, args...)...)
