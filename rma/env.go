@@ -30,10 +30,10 @@ func envConfig() (envDefaults, error) {
 		return envDefaults{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	d := envDefaults{cfg: c, transport: Transport(c.Transport), rails: c.Rails, startup: c.StartupTimeout, warnings: warns}
+	// An explicit job id only: otherwise Init takes the bootstrap's, which names the job as the
+	// launcher does and is unique per concurrent job (Slurm: "<job>.<step>", so two steps of one
+	// allocation on a node never share file names).
 	d.job = os.Getenv(config.EnvJobID)
-	if d.job == "" {
-		d.job = os.Getenv("SLURM_JOB_ID")
-	}
 	return d, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"runtime"
 
@@ -71,7 +72,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if r.cfg.Job == "" {
 		// The bootstrap's job id is the same on every rank, whatever the launcher.
 		if j, ok := r.boot.(interface{ JobID() string }); ok && j.JobID() != "" {
-			r.cfg.Job = j.JobID()
+			r.cfg.Job = jobName(j.JobID())
 		} else {
 			r.cfg.Job = fmt.Sprintf("p%d", os.Getpid())
 		}
@@ -453,4 +454,24 @@ func (r *Runtime) teardown() {
 		}
 	}
 	r.closers = nil
+}
+
+// jobName turns a launcher's job id ("1234.0" for a Slurm step, an Open MPI namespace such as
+// "prterun-node-1234@1") into a name for the job's shared-memory files, which allow letters,
+// digits, '_' and '-': other characters become '-', and then a hash of the whole id keeps
+// distinct ids distinct.
+func jobName(id string) string {
+	b := []byte(id)
+	changed := false
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i], changed = '-', true
+		}
+	}
+	if !changed {
+		return id
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return fmt.Sprintf("%s-%08x", b, h.Sum32())
 }
