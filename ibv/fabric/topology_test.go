@@ -14,7 +14,9 @@ import (
 	"github.com/goarmci/goarmci/ibv/ibvtest"
 )
 
-func hop(rail uint8, from, to fabric.Vertex) fabric.Hop { return fabric.Hop{Rail: rail, From: from, To: to} }
+func hop(rail uint8, from, to fabric.Vertex) fabric.Hop {
+	return fabric.Hop{Rail: rail, From: from, To: to}
+}
 
 // spines returns the spines of a route (none on one leaf).
 func spines(r []fabric.Hop) []int {
