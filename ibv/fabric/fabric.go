@@ -12,6 +12,16 @@
 // EventPortActive, as the tcp provider's SetPortDown; hybridft's early detection sees it). Path
 // probes — the APM path load, REARM→ARMED [Vishnu07 ch. 9] — fail across a down port or path.
 //
+// With a Topology (Config.Topology, a FatTree) every rail is a two-level fat tree of leaf and
+// spine switches instead of one ideal switch: each packet crosses the directed links (hops) of
+// its route — host→leaf, leaf→spine, spine→leaf, leaf→host, the spine chosen by the destination
+// LID including its LMC path bits, as InfiniBand's destination-routed forwarding tables [IBA]
+// — each a server of a given rate in bytes/s, shared fairly (deficit round robin) by the flows
+// that cross it, with a latency, so flows of different pairs contend on shared leaf↔spine links
+// as in the hot-spot studies of [Vishnu07 ch. 3, 7]. One goroutine of the fabric runs the model
+// as a discrete-event simulation on the fabric clock. Hops can be slowed (SetHopRate) or taken
+// down (SetHopDown, Plan.HopDown), and count their packets and bytes (HopStats).
+//
 // Nothing blocks outside the fabric: links wait on channels and timers, so a fabric created
 // inside a testing/synctest bubble runs on virtual time, and failover tests need no real sleeps:
 // ACK timeouts, retries, resend timers and partition timeouts pass in virtual time. Create the
