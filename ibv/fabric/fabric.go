@@ -58,9 +58,9 @@ type Config struct {
 	MTU int
 	// Plan is applied when the fabric starts (Apply).
 	Plan Plan
-	// Topology, when not nil, builds every rail as this fat tree with link capacities and
-	// latencies, shared by the flows that cross them (FatTree; the model: netsim in flow.go).
-	// Nil: one ideal switch per rail, links of infinite capacity and no latency but the Plan's.
+	// Topology, when not nil, builds every rail as this fat tree, its links with capacities
+	// shared by the flows that cross them and latencies, in virtual time (see FatTree). Nil: one
+	// ideal switch per rail, links of infinite capacity and no latency but the Plan's.
 	Topology *FatTree
 	// Engine tuning of the devices (zero values: engine defaults, a 10 ms ACK timeout floor and
 	// a 2 ms timer tick).

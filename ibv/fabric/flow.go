@@ -9,20 +9,10 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// netsim is the capacity model of a fabric with a Topology: a discrete-event simulation of the
-// topology's directed links (hops) on the fabric clock, run by one goroutine of the fabric (and,
-// for the events already due, by the senders that inject packets), with a heap of events
-// instead of a goroutine per hop.
-//
-// A hop is a server of rate R bytes/s and latency L: a packet of b bytes occupies it for b/R
-// (whole ns, the remainders carried so the long-run rate is exact), and the flows waiting for it
-// — a flow is a route: source node, destination node, rail and destination path bits — take
-// turns by deficit round robin with a quantum of one MTU (per-flow queues as a switch's
-// arbitration among its inputs, byte-fair: n backlogged flows get R/n each). Switching is
-// virtual cut-through: a packet's head reaches the next hop L after it starts on a hop and may
-// start there at once, but no hop finishes a packet before its tail has arrived; the
-// destination has it L after the last hop finished. Queues are unbounded: there is no
-// link-level flow control (no credits, no back pressure), and no packet is lost to congestion.
+// netsim is the capacity model of a fabric with a Topology (FatTree documents it): a
+// discrete-event simulation of the tree's hops on the fabric clock, run by one goroutine of the
+// fabric and, for the events already due, by the senders that inject packets and the callers of
+// the hop methods. Lock order: link.mu, netsim.mu, link.qmu.
 type netsim struct {
 	f       *Fabric
 	t       FatTree
@@ -144,6 +134,11 @@ func (n *netsim) inject(l *link, k routeKey, r []int32, buf *[]byte, at, now tim
 	n.mu.Lock()
 	n.push(event{at: at, p: p, hop: r[0]})
 	n.advance(now)
+	n.unlock()
+}
+
+// unlock releases mu and wakes run when the first event is now earlier than its wake-up.
+func (n *netsim) unlock() {
 	kick := len(n.heap) > 0 && (n.wake < 0 || n.heap[0].at < n.wake)
 	n.mu.Unlock()
 	if kick {
@@ -413,7 +408,7 @@ func (f *Fabric) HopStats(h Hop) (HopStats, error) {
 		return HopStats{}, err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance(f.Now())
 	s := &n.hops[id]
 	return HopStats{Packets: s.packets, Bytes: s.bytes, Lost: s.lost, Busy: s.busyTime, Queued: s.queued,
@@ -432,7 +427,7 @@ func (f *Fabric) SetHopRate(h Hop, rate int64) error {
 		return fmt.Errorf("fabric: %w: rate %d B/s", ibv.ErrInvalidArgument, rate)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance(f.Now())
 	n.hops[id].rate, n.hops[id].rem = rate, 0
 	return nil
@@ -449,7 +444,7 @@ func (f *Fabric) SetHopDown(h Hop, down bool) error {
 		return err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance(f.Now())
 	s := &n.hops[id]
 	s.down = down

@@ -11,10 +11,23 @@ import (
 // FatTree is a two-level fat tree (leaf/spine, a folded Clos network) built once per rail: every
 // rail has its own leaf and spine switches of this shape, as the separate subnets of a
 // multi-rail cluster [Vishnu07 ch. 4]. Node n attaches to leaf n / HostsPerLeaf on every rail;
-// every leaf has one link to every spine. Every cable is a pair of directed links (Hop), each
-// with a capacity in bytes/s shared fairly by the flows that cross it and a latency (see
-// Config.Topology for the model of time). The hot spots of [Vishnu07 ch. 3, 7] arise where the
-// routes of several pairs share a leaf↔spine link.
+// every leaf has one link to every spine. Every cable is a pair of directed links (Hop). The hot
+// spots of [Vishnu07 ch. 3, 7] arise where the routes of several pairs share a leaf↔spine link.
+//
+// Capacity and time: a hop is a server of rate R bytes/s and latency L on the fabric clock
+// (virtual time in a synctest bubble). A packet of b bytes (headers and payload) occupies it for
+// b/R, in whole ns with the remainders carried so the long-run rate is exact. The flows waiting
+// for a hop — a flow is a route: source node, destination node, rail and destination path bits
+// — take turns by deficit round robin with a quantum of one MTU plus 256 bytes, as a switch
+// arbitrating among its inputs: n backlogged flows get R/n each, in bytes, to a quantum.
+// Switching is virtual cut-through: a packet's head reaches the next hop L after it starts on a
+// hop and may start there at once, but no hop finishes a packet before its tail has arrived;
+// the destination has it L after the last hop finished (an idle route of h hops delivers b bytes
+// in h·L + b/R). Queues are unbounded: there is no link-level flow control (no credits, no back
+// pressure) and no packet is lost to congestion; a sender's RC window waits in the queues. One
+// goroutine of the fabric runs the model as a discrete-event simulation (a heap of events on
+// the fabric clock, no goroutine per hop); Plan delays and losses act before a packet enters
+// the tree, port faults when it is delivered, hop faults (SetHopDown) at the hop.
 //
 // Routing is by destination, as the linear forwarding tables of InfiniBand switches are indexed
 // by the destination LID [IBA ch. 18]: a packet to node dst with destination path bits b (its

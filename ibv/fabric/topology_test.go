@@ -152,6 +152,16 @@ func TestFabricRouteAndHops(t *testing.T) {
 			}
 		}
 		require.Equal(t, uint64(1), f.Stats(0, 3, 2).Delivered)
+
+		// cut-through on an idle route of 4 hops: 4 latencies and one serialization (1 ns/B)
+		wire := time.Duration(pktSize(t, f, r[0]))
+		u.send(t, 1, 100)
+		time.Sleep(4*time.Microsecond + wire - time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, uint64(1), f.Stats(0, 3, 2).Delivered, "1 ns early")
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, uint64(2), f.Stats(0, 3, 2).Delivered, "at 4·L + b/R")
 	})
 }
 
@@ -205,6 +215,8 @@ func TestFairShareExact(t *testing.T) {
 		size = 2000
 	)
 	type result struct{ a, b uint64 }
+	sizeB := size // the datagram size of flow b
+	var wireB uint64
 	run := func(t *testing.T, spinesN int, bitsA, bitsB uint8, slow bool) (res result, bottleneck fabric.HopStats, wire uint64) {
 		synctest.Test(t, func(t *testing.T) {
 			ft := &fabric.FatTree{Leaves: 2, Spines: spinesN, HostsPerLeaf: 2, LinkRate: rate, LinkLatency: lat}
@@ -216,7 +228,7 @@ func TestFairShareExact(t *testing.T) {
 			a, b := udFlow(t, devs, 0, 2, 1, bitsA), udFlow(t, devs, 1, 3, 1, bitsB)
 			start := f.Now()
 			a.send(t, n, size)
-			b.send(t, n, size)
+			b.send(t, n*size/sizeB, sizeB)
 			time.Sleep(time.Millisecond)
 			synctest.Wait()
 			require.Equal(t, start+time.Millisecond, f.Now())
@@ -226,6 +238,7 @@ func TestFairShareExact(t *testing.T) {
 			bottleneck, err = f.HopStats(rs[1])
 			require.NoError(t, err)
 			wire = pktSize(t, f, rs[0])
+			wireB = pktSize(t, f, hop(1, fabric.Host(1), fabric.Leaf(0)))
 		})
 		return
 	}
@@ -260,6 +273,20 @@ func TestFairShareExact(t *testing.T) {
 		require.Equal(t, want, st.Packets, "half the rate")
 		require.Equal(t, time.Duration(2*st.Bytes), st.Busy)
 		require.LessOrEqual(t, max(got.a, got.b)-min(got.a, got.b), uint64(1), "%+v", got)
+	})
+	// deficit round robin is fair in bytes: a flow of datagrams a quarter the size gets the same
+	// bytes, four times the packets (to a quantum, one MTU and headers)
+	t.Run("bytes-not-packets", func(t *testing.T) {
+		sizeB = size / 4
+		defer func() { sizeB = size }()
+		got, st, wire := run(t, 1, 0, 0, false)
+		ba, bb := got.a*wire, got.b*wireB
+		require.InDelta(t, float64(ba), float64(bb), 4096+256+float64(wire), "bytes %d and %d", ba, bb)
+		require.Greater(t, got.b, 3*got.a)
+		// busy since the first head, 1 ns per byte: all but the packet on the wire at 1 ms
+		require.LessOrEqual(t, st.Bytes, uint64(time.Millisecond-lat))
+		require.Greater(t, st.Bytes, uint64(time.Millisecond-lat)-wire)
+		require.Equal(t, time.Duration(st.Bytes), st.Busy)
 	})
 }
 
