@@ -12,6 +12,16 @@
 // EventPortActive, as the tcp provider's SetPortDown; hybridft's early detection sees it). Path
 // probes — the APM path load, REARM→ARMED [Vishnu07 ch. 9] — fail across a down port or path.
 //
+// With a Topology (Config.Topology, a FatTree) every rail is a two-level fat tree of leaf and
+// spine switches instead of one ideal switch: each packet crosses the directed links (hops) of
+// its route — host→leaf, leaf→spine, spine→leaf, leaf→host, the spine chosen by the destination
+// LID including its LMC path bits, as InfiniBand's destination-routed forwarding tables [IBA]
+// — each a server of a given rate in bytes/s, shared fairly (deficit round robin) by the flows
+// that cross it, with a latency, so flows of different pairs contend on shared leaf↔spine links
+// as in the hot-spot studies of [Vishnu07 ch. 3, 7]. One goroutine of the fabric runs the model
+// as a discrete-event simulation on the fabric clock. Hops can be slowed (SetHopRate) or taken
+// down (SetHopDown, Plan.HopDown), and count their packets and bytes (HopStats).
+//
 // Nothing blocks outside the fabric: links wait on channels and timers, so a fabric created
 // inside a testing/synctest bubble runs on virtual time, and failover tests need no real sleeps:
 // ACK timeouts, retries, resend timers and partition timeouts pass in virtual time. Create the
@@ -48,6 +58,10 @@ type Config struct {
 	MTU int
 	// Plan is applied when the fabric starts (Apply).
 	Plan Plan
+	// Topology, when not nil, builds every rail as this fat tree, its links with capacities
+	// shared by the flows that cross them and latencies, in virtual time (see FatTree). Nil: one
+	// ideal switch per rail, links of infinite capacity and no latency but the Plan's.
+	Topology *FatTree
 	// Engine tuning of the devices (zero values: engine defaults, a 10 ms ACK timeout floor and
 	// a 2 ms timer tick).
 	TimeoutFloor time.Duration
@@ -78,9 +92,11 @@ type Fabric struct {
 	nextID uint64
 
 	rules atomic.Pointer[[]*rule] // copy on write
+	net   *netsim                 // the capacity model of Config.Topology (nil without)
 
 	evMu    sync.Mutex
 	events  []PortEvent // pending, sorted by At
+	hopEvs  []HopEvent  // pending, sorted by At
 	applied []PortEvent
 	kick    chan struct{}
 	stop    chan struct{}
@@ -110,9 +126,10 @@ type port struct {
 	rx, tx, lost atomic.Uint64
 }
 
-// New creates a fabric with cfg.Nodes nodes and starts its port-event scheduler; Close stops
-// every goroutine of the fabric and closes the devices still open. Errors wrap
-// ibv.ErrInvalidArgument.
+// New creates a fabric with cfg.Nodes nodes and starts its port-event scheduler (and the
+// goroutine of the Topology's model); Close stops every goroutine of the fabric and closes the
+// devices still open. Errors wrap ibv.ErrInvalidArgument (also: a Topology of another shape,
+// more nodes than it attaches).
 func New(cfg Config) (*Fabric, error) {
 	if cfg.Ports == 0 {
 		cfg.Ports = 1
@@ -127,8 +144,24 @@ func New(cfg Config) (*Fabric, error) {
 		return nil, fmt.Errorf("fabric: %w: %d nodes, %d ports, LMC %d, MTU %d", ibv.ErrInvalidArgument,
 			cfg.Nodes, cfg.Ports, cfg.LMC, cfg.MTU)
 	}
+	if t := cfg.Topology; t != nil {
+		if err := t.validate(); err != nil {
+			return nil, err
+		}
+		if cfg.Nodes > t.Hosts() {
+			return nil, fmt.Errorf("fabric: %w: %d nodes on a fat tree of %d hosts", ibv.ErrInvalidArgument, cfg.Nodes, t.Hosts())
+		}
+	}
 	f := &Fabric{cfg: cfg, start: time.Now(), addrs: map[string]*port{}, links: map[linkKey]*link{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	if cfg.Topology != nil {
+		f.net = newNetsim(f, *cfg.Topology)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.net.run(f.stop)
+		}()
+	}
 	if cfg.Log != nil {
 		f.log = *cfg.Log
 	} else {
@@ -333,6 +366,11 @@ func (f *Fabric) Apply(p Plan) error {
 			return fmt.Errorf("fabric: %w: rule %d: drop %v every %d delay %v", ibv.ErrInvalidArgument, i, r.Drop, r.DropEvery, r.Delay)
 		}
 	}
+	for _, e := range p.HopEvents {
+		if _, _, err := f.topo(e.Hop); err != nil {
+			return err
+		}
+	}
 	for _, e := range p.Events {
 		n, err := f.node(e.Node)
 		if err != nil {
@@ -352,10 +390,12 @@ func (f *Fabric) Apply(p Plan) error {
 		f.rules.Store(&rs)
 		f.mu.Unlock()
 	}
-	if len(p.Events) > 0 {
+	if len(p.Events) > 0 || len(p.HopEvents) > 0 {
 		f.evMu.Lock()
 		f.events = append(f.events, p.Events...)
 		slices.SortStableFunc(f.events, func(a, b PortEvent) int { return cmp.Compare(a.At, b.At) })
+		f.hopEvs = append(f.hopEvs, p.HopEvents...)
+		slices.SortStableFunc(f.hopEvs, func(a, b HopEvent) int { return cmp.Compare(a.At, b.At) })
 		f.evMu.Unlock()
 		select {
 		case f.kick <- struct{}{}:
@@ -380,7 +420,8 @@ func (f *Fabric) PortLog() []PortEvent {
 	return slices.Clone(f.applied)
 }
 
-// schedule is the port-event goroutine: it applies each scheduled event at its time.
+// schedule is the port-event goroutine: it applies each scheduled event at its time (port
+// events before hop events of the same time).
 func (f *Fabric) schedule() {
 	defer f.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -395,9 +436,18 @@ func (f *Fabric) schedule() {
 		}
 		due = append(due, f.events[:i]...)
 		f.events = f.events[i:]
+		j := 0
+		for j < len(f.hopEvs) && f.hopEvs[j].At <= now {
+			j++
+		}
+		hdue := slices.Clone(f.hopEvs[:j])
+		f.hopEvs = f.hopEvs[j:]
 		wait := time.Duration(-1)
 		if len(f.events) > 0 {
 			wait = f.events[0].At - now
+		}
+		if len(f.hopEvs) > 0 && (wait < 0 || f.hopEvs[0].At-now < wait) {
+			wait = f.hopEvs[0].At - now
 		}
 		f.evMu.Unlock()
 		for _, e := range due {
@@ -405,7 +455,12 @@ func (f *Fabric) schedule() {
 				f.log.Warn().Err(err).Msg("fabric: port event")
 			}
 		}
-		if len(due) > 0 {
+		for _, e := range hdue {
+			if err := f.SetHopDown(e.Hop, e.Down); err != nil {
+				f.log.Warn().Err(err).Msg("fabric: hop event")
+			}
+		}
+		if len(due) > 0 || len(hdue) > 0 {
 			continue
 		}
 		if wait >= 0 {

@@ -31,10 +31,14 @@ type link struct {
 	src, dst *port
 	back     replyLink // the way back for responses to the packets of this link
 
-	mu     sync.Mutex
+	mu     sync.Mutex        // guards counts and injAt; taken before netsim.mu and qmu
+	counts map[uint64]uint64 // packets matched per rule id
+	injAt  time.Duration     // when the last packet entered the network (FIFO with a Topology)
+
+	qmu    sync.Mutex // guards the packets due for delivery
 	q      []packet
 	head   int
-	counts map[uint64]uint64 // packets matched per rule id
+	dead   bool // the goroutine has ended: packets pushed now are lost
 	signal chan struct{}
 	stop   chan struct{}
 	done   chan struct{}
@@ -75,15 +79,25 @@ func (f *Fabric) linkTo(k linkKey, src, dst *port) *link {
 	return l
 }
 
-// send carries one packet from port src to port dst with path bits bits. It never blocks on
-// the network: the packet is queued on its link (or lost).
-func (f *Fabric) send(src, dst *port, bits uint8, hdr, payload []byte) error {
+// send carries one packet from port src to port dst with source path bits bits and destination
+// path bits dbits (the route in a Topology). It never blocks on the network: the packet is
+// queued on its link or in the network (or lost).
+func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) error {
 	if src.down.Load() {
 		return fmt.Errorf("fabric: %w: port %d of node %d is down", ibv.ErrUnreachable, src.num, src.n.idx)
 	}
 	if src.num != dst.num {
 		return fmt.Errorf("fabric: %w: port %d of node %d and port %d of node %d are on different rails",
 			ibv.ErrUnreachable, src.num, src.n.idx, dst.num, dst.n.idx)
+	}
+	var rk routeKey
+	var route []int32
+	if f.net != nil {
+		rk = routeKey{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: dbits}
+		var err error
+		if route, err = f.net.route(rk); err != nil {
+			return err
+		}
 	}
 	src.tx.Add(1)
 	l := f.linkTo(linkKey{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: bits}, src, dst)
@@ -115,13 +129,33 @@ func (f *Fabric) send(src, dst *port, bits uint8, hdr, payload []byte) error {
 	}
 	bp := bufPool.Get().(*[]byte)
 	*bp = append(append((*bp)[:0], hdr...), payload...)
-	l.q = append(l.q, packet{buf: bp, due: now + delay})
+	if f.net != nil {
+		at := max(now+delay, l.injAt)
+		l.injAt = at
+		f.net.inject(l, rk, route, bp, at, now)
+	} else {
+		l.push(packet{buf: bp, due: now + delay})
+	}
 	l.mu.Unlock()
+	return nil
+}
+
+// push queues a packet for delivery at p.due; it is lost when the link has stopped.
+func (l *link) push(p packet) {
+	l.qmu.Lock()
+	if l.dead {
+		l.qmu.Unlock()
+		l.lost.Add(1)
+		l.src.lost.Add(1)
+		bufPool.Put(p.buf)
+		return
+	}
+	l.q = append(l.q, p)
+	l.qmu.Unlock()
 	select {
 	case l.signal <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // halt stops the link's goroutine and waits for it; queued packets are dropped.
@@ -132,8 +166,8 @@ func (l *link) halt() {
 
 // next returns the head packet, or false when the queue is empty.
 func (l *link) next() (packet, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
 	if l.head == len(l.q) {
 		l.q, l.head = l.q[:0], 0
 		return packet{}, false
@@ -146,8 +180,8 @@ func (l *link) next() (packet, bool) {
 
 // idle reports whether no packet is due now (the batch of deferred ACKs may be flushed).
 func (l *link) idle(now time.Duration) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
 	return l.head == len(l.q) || l.q[l.head].due > now
 }
 
@@ -159,12 +193,12 @@ func (l *link) run() {
 		if t != nil {
 			t.Stop()
 		}
-		l.mu.Lock()
+		l.qmu.Lock()
 		for i := l.head; i < len(l.q); i++ {
 			bufPool.Put(l.q[i].buf)
 		}
-		l.q, l.head = nil, 0
-		l.mu.Unlock()
+		l.q, l.head, l.dead = nil, 0, true
+		l.qmu.Unlock()
 	}()
 	for {
 		p, ok := l.next()
@@ -225,8 +259,10 @@ type replyLink struct {
 	bits     uint8
 }
 
+// Reply sends a response back: its DLID is the request's SLID, so it is routed by the request's
+// source path bits.
 func (r *replyLink) Reply(hdr, payload []byte) error {
-	return r.f.send(r.from, r.to, r.bits, hdr, payload)
+	return r.f.send(r.from, r.to, r.bits, r.bits, hdr, payload)
 }
 func (r *replyLink) RemoteAddr() string { return r.to.addr }
 
@@ -254,7 +290,17 @@ func (t *transport) Send(path ibv.AHAttr, hdr, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	return (*node)(t).f.send(src, dst, path.SrcPathBits, hdr, payload)
+	return (*node)(t).f.send(src, dst, path.SrcPathBits, dstBits(path, dst), hdr, payload)
+}
+
+// dstBits are the destination path bits of path: its DLID minus the base LID of the destination
+// port when the DLID is one of the port's 2^LMC LIDs, else its source path bits (software
+// consumers that set only those).
+func dstBits(path ibv.AHAttr, dst *port) uint8 {
+	if d := int(path.DLID) - int(dst.lid); d >= 0 && d < 1<<dst.n.f.cfg.LMC {
+		return uint8(d)
+	}
+	return path.SrcPathBits
 }
 
 // Probe checks a path both ways for an APM path load (engine.Transport): both ports up, on one
@@ -267,7 +313,8 @@ func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
 	if err != nil {
 		return err
 	}
-	rtt, err := f.probe(src, dst, path.SrcPathBits)
+	dbits := dstBits(path, dst)
+	rtt, err := f.probe(src, dst, path.SrcPathBits, dbits)
 	if err != nil || rtt <= 0 {
 		return err
 	}
@@ -278,11 +325,11 @@ func (t *transport) Probe(ctx context.Context, path ibv.AHAttr) error {
 	case <-ctx.Done():
 		return fmt.Errorf("fabric: probe %s: %w", path.Addr, ctx.Err())
 	}
-	_, err = f.probe(src, dst, path.SrcPathBits)
+	_, err = f.probe(src, dst, path.SrcPathBits, dbits)
 	return err
 }
 
-func (f *Fabric) probe(src, dst *port, bits uint8) (time.Duration, error) {
+func (f *Fabric) probe(src, dst *port, bits, dbits uint8) (time.Duration, error) {
 	fail := func(why string) error {
 		return fmt.Errorf("fabric: %w (%w): port %d of node %d to node %d: %s", ErrPathDown, ibv.ErrUnreachable,
 			src.num, src.n.idx, dst.n.idx, why)
@@ -300,6 +347,19 @@ func (f *Fabric) probe(src, dst *port, bits uint8) (time.Duration, error) {
 	f.mu.RUnlock()
 	if !open {
 		return 0, fail("no device at the remote node")
+	}
+	if f.net != nil {
+		// the request's route by the destination path bits, the response's by the source's
+		for _, k := range []routeKey{{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: dbits},
+			{src: int32(dst.n.idx), dst: int32(src.n.idx), rail: src.num, bits: bits}} {
+			h, down, err := f.net.downOn(k)
+			if err != nil {
+				return 0, fail(err.Error())
+			}
+			if down {
+				return 0, fail(fmt.Sprintf("hop %v down", h))
+			}
+		}
 	}
 	now := f.Now()
 	var rtt time.Duration

@@ -19,6 +19,8 @@ type Plan struct {
 	Seed   uint64
 	Rules  []Rule
 	Events []PortEvent
+	// HopEvents take links of the Topology down and up (Fabric.SetHopDown).
+	HopEvents []HopEvent
 }
 
 // Rule is a fault on the links it matches: the directed links from a node in Src to a node in
@@ -54,6 +56,29 @@ type PortEvent struct {
 	Node int
 	Port uint8
 	Down bool
+}
+
+// HopEvent takes a directed link of the Topology down (Down true) or brings it back at time At
+// on the fabric clock, as Fabric.SetHopDown does.
+type HopEvent struct {
+	At   time.Duration
+	Hop  Hop
+	Down bool
+}
+
+// HopDown takes hop h down from from to until (until 0: for good). It returns p for chaining.
+func (p *Plan) HopDown(h Hop, from, until time.Duration) *Plan {
+	p.HopEvents = append(p.HopEvents, HopEvent{At: from, Hop: h, Down: true})
+	if until > 0 {
+		p.HopEvents = append(p.HopEvents, HopEvent{At: until, Hop: h})
+	}
+	return p
+}
+
+// CableDown cuts the cable of hop h, both directions (h and h.Reverse()), from from to until
+// (until 0: for good). It returns p.
+func (p *Plan) CableDown(h Hop, from, until time.Duration) *Plan {
+	return p.HopDown(h, from, until).HopDown(h.Reverse(), from, until)
 }
 
 // Range is a closed interval of durations [Min, Max].
