@@ -115,6 +115,14 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 // gemmLocal computes the local block C (rows×cols, row stride ldc) = alpha·op(A)·op(B) +
 // beta·C for a panel of width w: A is rows×w (w×rows when transA), B w×cols (cols×w when
 // transB), both packed row-major.
+// blasBackend names the BLAS of the local products ("gonum", or "openblas" with that build tag).
+var blasBackend = "gonum"
+
+// BLASBackend names the BLAS that computes Gemm's local block products: "gonum" (gonum's pure-Go
+// BLAS, the default build, no cgo) or "openblas" (built with -tags openblas and cgo: OpenBLAS
+// through gonum's netlib binding).
+func BLASBackend() string { return blasBackend }
+
 func gemmLocal[T Floating](transA, transB bool, alpha T, av, bv []T, beta T, cv []T, ldc, rows, cols, w int) {
 	ta, tb := blas.NoTrans, blas.NoTrans
 	ars, acs, brs, bcs := rows, w, w, cols

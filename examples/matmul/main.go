@@ -197,8 +197,8 @@ func main() {
 	}
 	res, err := Run(ctx, rt, *n, *kb)
 	if rt.Rank() == 0 {
-		fmt.Printf(" Matrix multiply C = A*B\n n = %d\n Ranks = %d\n Time in seconds = %.3f\n GFLOP/s = %.2f\n",
-			res.N, res.Ranks, res.Seconds, res.GFlops())
+		fmt.Printf(" Matrix multiply C = A*B\n n = %d\n Ranks = %d\n BLAS = %s\n Time in seconds = %.3f\n GFLOP/s = %.2f\n",
+			res.N, res.Ranks, globalarray.BLASBackend(), res.Seconds, res.GFlops())
 		if err == nil {
 			fmt.Println(" Verification = SUCCESSFUL")
 		} else {
