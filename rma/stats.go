@@ -66,7 +66,9 @@ func (r *Runtime) writeStats(w io.Writer) {
 		Rank  int         `json:"rank"`
 		Size  int         `json:"size"`
 		Peers []PeerStats `json:"peers"`
-	}{r.rank, r.size, r.Stats()})
+		// Rejected: attempts from outside the job this rank refused (Runtime.Rejected)
+		Rejected int64 `json:"rejected"`
+	}{r.rank, r.size, r.Stats(), r.Rejected()})
 	if err == nil {
 		fmt.Fprintf(w, "goarmci stats %s\n", b)
 	}

@@ -144,7 +144,10 @@ func TestKeyedRendezvous(t *testing.T) {
 		assert.Equal(t, before+1, s.Rejected())
 	}
 	refused(func(c net.Conn) { _, _ = c.Write([]byte("\x00\x01garbage that is no frame at all")) })
-	refused(func(c net.Conn) { _, _ = c.Write([]byte{wireVersion, mHello, 0, 0, 0, 40, 1, 2}); c.(*net.TCPConn).CloseWrite() })
+	refused(func(c net.Conn) {
+		_, _ = c.Write([]byte{wireVersion, mHello, 0, 0, 0, 40, 1, 2})
+		c.(*net.TCPConn).CloseWrite()
+	})
 	refused(func(c net.Conn) { _ = writeFrame(c, mHello, []byte{0, 0, 0}) })
 	refused(func(c net.Conn) { // a valid-format hello, then no proof
 		h := hello{rank: 0, size: 2, nonce: secret.Nonce()}
