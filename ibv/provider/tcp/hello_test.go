@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/internal/engine"
 	"github.com/goarmci/goarmci/ibv/wire"
 	"github.com/goarmci/goarmci/internal/secret"
 )
@@ -182,7 +183,19 @@ func TestForgedStreams(t *testing.T) {
 	c = attacker(t, pb.Addr, pa.Addr, k, true)
 	_, err = c.Write(forgedWrite(t, x, y, 78, evil))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return bytes.Equal(y.mr.Buf()[:64], evil) }, 10*time.Second, time.Millisecond)
+	// the responder's ACK comes after the write was placed (and, in race builds, after its
+	// RaceRelease: taking the same mutex orders this goroutine after the placement)
+	var n [4]byte
+	_, err = io.ReadFull(c, n[:])
+	require.NoError(t, err)
+	ack := make([]byte, binary.LittleEndian.Uint32(n[:]))
+	_, err = io.ReadFull(c, ack)
+	require.NoError(t, err)
+	var p wire.Packet
+	require.NoError(t, wire.Decode(ack, &p))
+	require.Equal(t, wire.OpAck, p.Opcode)
+	engine.RaceRelease()
+	require.Equal(t, evil, y.mr.Buf()[:64])
 }
 
 // TestSecretMismatch: devices with different secrets (or one without) never open a stream:
