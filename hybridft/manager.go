@@ -40,7 +40,11 @@ type Options struct {
 	// path probes during a partition and of APM path-load retries (default 100 ms); Backoff how
 	// long a failed path is avoided (default 500 ms).
 	Resend, Probe, Backoff time.Duration
-	Log                    *zerolog.Logger
+	// Secret is the job's secret (32 bytes): every connection manager message carries a MAC made
+	// with it and messages without the job's MAC are dropped (udcm.WithKey); nil: the MACs
+	// authenticate nothing (tests).
+	Secret []byte
+	Log    *zerolog.Logger
 }
 
 // DefaultPartitionTimeout is the partition timeout of Options and of GOARMCI_PARTITION_TIMEOUT
@@ -110,9 +114,9 @@ func NewManager(o Options) (*Manager, error) {
 	var cm *udcm.CM
 	var err error
 	if o.CMDevice != nil {
-		cm, err = udcm.OpenOn(o.CMDevice, m.onMsg, o.Log)
+		cm, err = udcm.OpenOn(o.CMDevice, m.onMsg, o.Log, udcm.WithKey(o.Secret))
 	} else {
-		cm, err = udcm.Open(o.CMListen, m.onMsg, o.Log)
+		cm, err = udcm.Open(o.CMListen, m.onMsg, o.Log, udcm.WithKey(o.Secret))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hybridft: manager: %w", err)

@@ -67,8 +67,10 @@ func (r *Runtime) openNet() error {
 	// RC segments are tcp.DefaultSegmentSize (1 MiB) on every rank: a message of a segment or
 	// more is read from the socket straight into its memory region, one wake-up per segment;
 	// shorter ones travel as 4 KiB packets, read many at a time.
-	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports,
-		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll(), SegmentSize: tcp.DefaultSegmentSize})
+	tl := r.log.With().Str("module", "tcp").Logger() // refused streams (tcp.Rejected) are logged
+	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, Log: &tl,
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll(), SegmentSize: tcp.DefaultSegmentSize,
+		Secret: r.secret.Bytes()})
 	if err != nil {
 		return err
 	}
@@ -79,6 +81,7 @@ func (r *Runtime) openNet() error {
 	// Hybrid network fault tolerance [Vishnu09]: the manager's UD connection manager listens on
 	// every rail; it is closed before the device (closers run in reverse).
 	o := ftOptions(r.cfg.env.cfg)
+	o.Secret = r.secret.Bytes()
 	for _, pc := range ports {
 		host, _, _ := net.SplitHostPort(pc.Listen)
 		o.CMListen = append(o.CMListen, net.JoinHostPort(host, "0"))

@@ -80,6 +80,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	r.closers = append(r.closers, r.boot.Close)
 	r.rank, r.size = r.boot.Rank(), r.boot.Size()
 	r.log = r.log.With().Int("rank", r.rank).Logger()
+	if err := r.jobSecret(ctx); err != nil {
+		return nil, fmt.Errorf("rma: init: job secret: %w", err)
+	}
 
 	// 1. Who shares my node.
 	ids, err := r.boot.AllGather(ctx, []byte(c.HostID))

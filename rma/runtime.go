@@ -14,6 +14,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/config"
+	"github.com/goarmci/goarmci/internal/secret"
 	"github.com/goarmci/goarmci/multirail"
 )
 
@@ -135,6 +136,8 @@ type Runtime struct {
 	stats        bool         // communication statistics are counted (stats.go)
 	syncWaitNS   atomic.Int64 // statistics: time in synchronization waits (barriers, fences, locks, notify)
 	yields       int          // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
+
+	secret secret.Key // the job's: keys the tcp hellos and the CM's MACs (secret.go)
 
 	odMu     sync.Mutex // on-demand connections: peers' lazy state, installOnDemand, teardown
 	odClosed bool

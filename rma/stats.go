@@ -81,16 +81,18 @@ func (r *Runtime) SyncWait() time.Duration { return time.Duration(r.syncWaitNS.L
 
 // rankStats is the record writeStats prints.
 type rankStats struct {
-	Rank            int         `json:"rank"`
-	Size            int         `json:"size"`
-	SyncWaitSeconds float64     `json:"sync_wait_seconds"`
-	Peers           []PeerStats `json:"peers"`
+	Rank            int     `json:"rank"`
+	Size            int     `json:"size"`
+	SyncWaitSeconds float64 `json:"sync_wait_seconds"`
+	// Rejected: attempts from outside the job this rank refused (Runtime.Rejected)
+	Rejected int64       `json:"rejected"`
+	Peers    []PeerStats `json:"peers"`
 }
 
 // writeStats writes this rank's statistics (Finalize, GOARMCI_STATS): one JSON line for
 // GOARMCI_STATS=json, else a few readable lines (one per peer, one per rail).
 func (r *Runtime) writeStats(w io.Writer) {
-	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Stats()}
+	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Rejected(), r.Stats()}
 	if r.cfg.env.cfg.StatsFormat == config.StatsJSON {
 		if b, err := json.Marshal(rs); err == nil {
 			fmt.Fprintf(w, "goarmci stats %s\n", b)
@@ -98,7 +100,8 @@ func (r *Runtime) writeStats(w io.Writer) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "goarmci stats: rank %d of %d, %.3f s in synchronization waits\n", rs.Rank, rs.Size, rs.SyncWaitSeconds)
+	fmt.Fprintf(&b, "goarmci stats: rank %d of %d, %.3f s in synchronization waits, %d refused attempts from outside the job\n",
+		rs.Rank, rs.Size, rs.SyncWaitSeconds, rs.Rejected)
 	for _, p := range rs.Peers {
 		fmt.Fprintf(&b, "  to rank %d (%s): %d puts, %d gets, %d accs, %d atomics, %s out, %s in, %.3f s waiting\n",
 			p.Rank, p.Transport, p.Puts, p.Gets, p.Accs, p.Atomics, config.FormatBytes(p.BytesOut), config.FormatBytes(p.BytesIn), p.WaitSeconds)

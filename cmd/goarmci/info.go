@@ -74,6 +74,9 @@ func writeInfo(w io.Writer) error {
 		if k.Launcher {
 			val = os.Getenv(k.Name)
 		}
+		if k.Secret && val != "" {
+			val = "(set, not shown)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, orDash(val), orDash(k.Default), k.Type, orDash(k.Unit), k.Doc)
 	}
 	tw.Flush()

@@ -38,6 +38,7 @@ var badKnobValues = map[string]string{
 	config.EnvLocalRank: "x",
 	config.EnvLocalSize: "1.5",
 	config.EnvRDVDir:    "relative/dir",
+	config.EnvJobSecret: "not-hex",
 }
 
 // anyValue are knobs every value of which is valid.
@@ -48,6 +49,16 @@ func clearGoarmciEnv(t *testing.T) {
 	for _, k := range config.Knobs() {
 		t.Setenv(k.Name, "")
 	}
+}
+
+// TestInfoHidesJobSecret: goarmci info says the job secret is set, never what it is.
+func TestInfoHidesJobSecret(t *testing.T) {
+	clearGoarmciEnv(t)
+	const s = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	t.Setenv(config.EnvJobSecret, s)
+	_, out, errOut := runCLI(t, "info")
+	assert.NotContains(t, out+errOut, s[:16])
+	assert.Contains(t, out, config.EnvJobSecret)
 }
 
 func TestInfoExitsOneForEachBadKnob(t *testing.T) {

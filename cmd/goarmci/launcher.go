@@ -24,6 +24,7 @@ import (
 	"github.com/goarmci/goarmci/bench/progress"
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/internal/config"
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // job is one `goarmci run`: np local ranks of exe around a rendezvous service.
@@ -88,7 +89,15 @@ func (j *job) run(ctx context.Context) int {
 	if c, _, err := config.FromEnviron(j.env); err == nil {
 		failTimeout, partTimeout = c.FailureTimeout, c.PartitionTimeout
 	}
-	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID),
+	// The job's secret: the ranks get it in their environment (never on a command line) and
+	// prove it to the rendezvous, which proves it back (internal/bootstrap auth.go).
+	key, err := secret.New()
+	if err != nil {
+		ln.Close()
+		say("rendezvous: %v", err)
+		return 1
+	}
+	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID), bootstrap.WithSecret(key),
 		bootstrap.WithServerFailureTimeout(failTimeout), bootstrap.WithServerPartitionTimeout(partTimeout))
 	if err != nil {
 		ln.Close()
@@ -118,6 +127,7 @@ func (j *job) run(ctx context.Context) int {
 			config.EnvSize+"="+strconv.Itoa(j.np),
 			config.EnvRDV+"="+srv.Addr().String(),
 			config.EnvJobID+"="+jobID,
+			config.EnvJobSecret+"="+key.Hex(),
 			config.EnvLocalRank+"="+strconv.Itoa(r),
 			config.EnvLocalSize+"="+strconv.Itoa(j.np),
 		)

@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider/udp"
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // QKey is the Q_Key of every CM queue pair.
@@ -46,6 +48,9 @@ type CM struct {
 	addrs   []string
 	handler Handler
 	log     zerolog.Logger
+	key     secret.Key        // the job's: every message is sealed and checked with it
+	keyErr  error             // WithKey's key was not a secret
+	rejects secret.Rejections // datagrams dropped: malformed, or a MAC that is not the job's
 
 	mu   sync.Mutex // serializes sends (AH cache, encode buffer)
 	ahs  map[string]*ibv.AH
@@ -56,9 +61,20 @@ type CM struct {
 	ownDev bool // Open created dev: Close closes it
 }
 
+// Option configures Open and OpenOn.
+type Option func(*CM)
+
+// WithKey sets the job's secret (internal/secret, 32 bytes): every message carries a MAC made
+// with it (Seal) and a received message whose MAC is not the job's is dropped and counted
+// (Rejected). Without it (or with an empty key) the MACs authenticate nothing (tests). A key
+// of another length fails Open and OpenOn (ibv.ErrInvalidArgument).
+func WithKey(key []byte) Option {
+	return func(c *CM) { c.key, c.keyErr = secret.FromBytes(key) }
+}
+
 // Open creates the CM on a new udp device with one port per listen address ("ip:0" style, at
 // least one) and starts its receive goroutine, which hands messages to h until Close.
-func Open(listen []string, h Handler, log *zerolog.Logger) (*CM, error) {
+func Open(listen []string, h Handler, log *zerolog.Logger, opts ...Option) (*CM, error) {
 	if len(listen) == 0 || h == nil {
 		return nil, fmt.Errorf("udcm: %w: no listen address or handler", ibv.ErrInvalidArgument)
 	}
@@ -70,7 +86,7 @@ func Open(listen []string, h Handler, log *zerolog.Logger) (*CM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udcm: %w", err)
 	}
-	c, err := open(dev, len(listen), h, log)
+	c, err := open(dev, len(listen), h, log, opts)
 	if err != nil {
 		_ = dev.Close()
 		return nil, err
@@ -82,15 +98,21 @@ func Open(listen []string, h Handler, log *zerolog.Logger) (*CM, error) {
 // OpenOn creates the CM on an open device that supports UD queue pairs, one port per rail (all
 // of its ports), e.g. a node of ibv/fabric, and starts its receive goroutine. Close destroys
 // the CM's queue pair but leaves the device open.
-func OpenOn(dev *ibv.Context, h Handler, log *zerolog.Logger) (*CM, error) {
+func OpenOn(dev *ibv.Context, h Handler, log *zerolog.Logger, opts ...Option) (*CM, error) {
 	if dev == nil || h == nil {
 		return nil, fmt.Errorf("udcm: %w: no device or handler", ibv.ErrInvalidArgument)
 	}
-	return open(dev, dev.QueryDevice().PhysPortCnt, h, log)
+	return open(dev, dev.QueryDevice().PhysPortCnt, h, log, opts)
 }
 
-func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger) (*CM, error) {
+func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger, opts []Option) (*CM, error) {
 	c := &CM{dev: dev, handler: h, ahs: map[string]*ibv.AH{}}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.keyErr != nil {
+		return nil, fmt.Errorf("udcm: %w: %w", ibv.ErrInvalidArgument, c.keyErr)
+	}
 	if log != nil {
 		c.log = *log
 	} else {
@@ -177,6 +199,7 @@ func (c *CM) Send(to []string, qpn uint32, m *Msg) error {
 	if err != nil {
 		return err
 	}
+	b = Seal(c.key, b)
 	c.sbuf = b
 	sent := false
 	for i, addr := range to {
@@ -202,6 +225,19 @@ func (c *CM) Send(to []string, qpn uint32, m *Msg) error {
 	return nil
 }
 
+// dropped counts a datagram that is not a message of the job and logs it, at most once per
+// secret.LogEvery.
+func (c *CM) dropped(from string, err error) {
+	if log, sup := c.rejects.Add(time.Now()); log {
+		c.log.Warn().Err(err).Str("from", from).Uint64("dropped", c.rejects.Count()).Uint64("not_logged", sup).
+			Msg("udcm: dropped a datagram that is not the job's")
+	}
+}
+
+// Rejected is the number of datagrams the CM dropped: malformed, or with a MAC that is not the
+// job's (WithKey).
+func (c *CM) Rejected() uint64 { return c.rejects.Count() }
+
 // Close stops the receive goroutine and closes the CM's device.
 func (c *CM) Close() error {
 	c.cancel()
@@ -226,10 +262,14 @@ func (c *CM) recvLoop(ctx context.Context) {
 			wc := &wcs[i]
 			if wc.Status == ibv.WCSuccess && wc.WRID < recvDepth {
 				b := c.bufs[int(wc.WRID)*bufLen : int(wc.WRID)*bufLen+int(wc.ByteLen)]
-				if err := m.Decode(b); err == nil {
+				body, err := Unseal(c.key, b)
+				if err == nil {
+					err = m.Decode(body)
+				}
+				if err == nil {
 					c.handler(&m, wc.SrcAddr)
 				} else {
-					c.log.Debug().Err(err).Str("from", wc.SrcAddr).Msg("udcm: dropped datagram")
+					c.dropped(wc.SrcAddr, err)
 				}
 			}
 			if wc.WRID < recvDepth {

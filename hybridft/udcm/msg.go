@@ -4,13 +4,48 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // ErrMalformed: a datagram that is not a connection manager message of this version.
 var ErrMalformed = errors.New("udcm: malformed message")
 
-// Version is the version byte of the message format.
-const Version = 1
+// ErrBadMAC: a datagram whose MAC is not the job's (Seal): sent by a process outside the job,
+// or changed on the way.
+var ErrBadMAC = errors.New("udcm: bad message authentication code")
+
+// MACLen is the length of the MAC that follows every message in its datagram: the first 16
+// bytes of HMAC-SHA256 keyed by the job's secret over the encoded message.
+const MACLen = 16
+
+const labelCM = "goarmci/udcm/2"
+
+// Seal appends to b, an encoded message, its MAC under key (the job's secret; the zero key
+// authenticates nothing, see internal/secret).
+func Seal(key secret.Key, b []byte) []byte {
+	var buf [secret.MACSize]byte
+	return append(b, key.AppendMAC(buf[:0], labelCM, b)[:MACLen]...)
+}
+
+// Unseal checks the MAC at the end of the datagram b and returns the message before it (a view
+// of b). Errors wrap ErrMalformed (shorter than a MAC) or ErrBadMAC. The MAC authenticates the
+// message, not its freshness: a captured datagram sent again is a duplicate, which the
+// protocols already tell apart by their sequence ids and nonces.
+func Unseal(key secret.Key, b []byte) ([]byte, error) {
+	if len(b) < MACLen {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	msg, mac := b[:len(b)-MACLen], b[len(b)-MACLen:]
+	if !key.Verify(mac, labelCM, msg) {
+		return nil, fmt.Errorf("%w: %d-byte datagram", ErrBadMAC, len(b))
+	}
+	return msg, nil
+}
+
+// Version is the version byte of the message format. Version 2 is version 1 followed, in the
+// datagram, by a MAC of the job's secret (Seal); a version-1 datagram is malformed.
+const Version = 2
 
 // Type is a message of the re-establishment protocol [Vishnu09 §IV.C, Fig. 8].
 type Type uint8
@@ -126,8 +161,8 @@ type Msg struct {
 const headerLen = 1 + 1 + 1 + 8 + 8 + 4 + 1 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 1
 
 // MaxLen is the largest encoded message in bytes: a REQ/REP/ACK with MaxAtomics atomic results
-// or a Conn type with a MaxPayload payload (3110 bytes, within the CM's receive buffers and the
-// 4096-byte UD MTU of its udp device and of ibv/fabric).
+// or a Conn type with a MaxPayload payload (3110 bytes; with its MAC, 3126, within the CM's
+// receive buffers and the 4096-byte UD MTU of its udp device and of ibv/fabric).
 const MaxLen = headerLen + MaxAtomics*12
 
 // MaxPayload bounds Payload in bytes: a Conn type carries it, after a 2-byte length, in place of
@@ -136,8 +171,7 @@ const MaxPayload = MaxAtomics*12 - 2
 
 // Append encodes m after b. Errors wrap ErrMalformed (unknown type, too many atomics, 24-bit
 // fields out of range, atomics on a Conn type, a payload on another type or over MaxPayload).
-// The Conn types append a 2-byte payload length and the payload after the (empty) atomics; the
-// format of the other types is unchanged from the first version (same Version byte).
+// The Conn types append a 2-byte payload length and the payload after the (empty) atomics.
 func (m *Msg) Append(b []byte) ([]byte, error) {
 	conn := m.Type.Conn()
 	if m.Type < REQ || m.Type > ConnREJ || len(m.Atomics) > MaxAtomics || m.QPN>>24 != 0 || m.PSN>>24 != 0 ||

@@ -37,8 +37,8 @@ func TestMsgRoundTrip(t *testing.T) {
 	}
 }
 
-// The first version's messages (no Conn types) keep their exact encoding: 50 bytes plus 12 per
-// atomic result, the same Version byte.
+// The first version's messages (no Conn types) keep their encoding but for the Version byte:
+// 50 bytes plus 12 per atomic result (the MAC follows in the datagram, Seal).
 func TestMsgOldFormatUnchanged(t *testing.T) {
 	b, err := (&Msg{Type: REP, Seq: 2, Atomics: []Atomic{{3, 4}}}).Append(nil)
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestMsgRejects(t *testing.T) {
 	require.NoError(t, err)
 	var m Msg
 	for _, b := range [][]byte{nil, good[:10], good[:len(good)-1], append(append([]byte{}, good...), 0),
-		append([]byte{2}, good[1:]...)} {
+		append([]byte{Version - 1}, good[1:]...), append([]byte{Version + 1}, good[1:]...)} {
 		require.ErrorIs(t, m.Decode(b), ErrMalformed)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // PeerInfo is what every rank reports about itself at start-up.
@@ -25,11 +27,12 @@ type PeerInfo struct {
 // Barrier) must be called by every rank in the same order, one at a time per Client; Put and
 // Get may be called concurrently. Close ends the rank's membership.
 type Client struct {
-	conn  net.Conn
-	info  Info
-	jobID string
-	addr  string
-	log   zerolog.Logger
+	conn   net.Conn
+	info   Info
+	jobID  string
+	secret secret.Key // the job's: Info.Secret, or handed out by the rendezvous (auth.go)
+	addr   string
+	log    zerolog.Logger
 
 	wmu sync.Mutex // serializes frame writes
 
@@ -78,6 +81,11 @@ func (c *Client) Info() Info { return c.info }
 
 // JobID is the job id agreed through the rendezvous: equal on every rank.
 func (c *Client) JobID() string { return c.jobID }
+
+// JobSecret is the job's secret (internal/secret, Size bytes), equal on every rank: the one
+// GOARMCI_JOB_SECRET gave, or the one the rendezvous handed out. The runtime keys its
+// connection handshakes and CM messages with it.
+func (c *Client) JobSecret() []byte { return c.secret.Bytes() }
 
 // Addr is the rendezvous address this client is connected to.
 func (c *Client) Addr() string { return c.addr }
@@ -345,6 +353,8 @@ func decodeError(p []byte) error {
 		return fmt.Errorf("%w: %s", ErrPeerLost, msg)
 	case ekRefused:
 		return fmt.Errorf("%w: %s", ErrRefused, msg)
+	case ekAuth:
+		return fmt.Errorf("%w: %w: %s", ErrRefused, ErrAuth, msg)
 	default:
 		return fmt.Errorf("%w: rendezvous says: %s", ErrProtocol, msg)
 	}

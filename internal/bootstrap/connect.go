@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/internal/config"
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // pmiRDVKey is the PMI key under which rank 0 publishes the rendezvous address.
@@ -113,22 +114,37 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 	}
 	conn := c.conn
 
-	// Hello / Welcome under ctx.
+	// Hello, the secret handshake (auth.go) and Welcome under ctx.
 	stop := deadlineFromContext(ctx, conn)
-	var e enc
-	e.u32(uint32(info.Rank))
-	e.u32(uint32(info.Size))
-	e.str(info.JobID)
-	err = writeFrame(conn, mHello, e.b)
+	h := hello{rank: info.Rank, size: info.Size, jobID: info.JobID, nonce: secret.Nonce()}
+	keyed := false
+	err = writeFrame(conn, mHello, h.encode())
 	var f frame
 	if err == nil {
 		f, err = readFrame(conn)
+	}
+	if err == nil && f.typ == mChallenge {
+		var ch challenge
+		var proof []byte
+		if ch, err = decodeChallenge(f.payload); err == nil {
+			keyed = ch.keyed
+			proof, err = answerChallenge(info.Secret, &h, &ch)
+		}
+		if err == nil {
+			err = writeFrame(conn, mAuth, encodeAuth(proof))
+		}
+		if err == nil {
+			f, err = readFrame(conn)
+		}
 	}
 	stop()
 	if err != nil {
 		if cause := ctxCause(ctx, err); cause != nil {
 			return nil, fmt.Errorf("%w: %s: no welcome from rendezvous %s (another program listening on that port?): %w",
 				ErrStartupTimeout, info, addr, cause)
+		}
+		if errors.Is(err, ErrAuth) {
+			return nil, fmt.Errorf("bootstrap: %s: rendezvous %s: %w", info, addr, err)
 		}
 		if errors.Is(err, ErrProtocol) {
 			return nil, fmt.Errorf("bootstrap: %s: %s is not a goarmci rendezvous of this version "+
@@ -146,7 +162,11 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		c.jobID = d.str()
 		c.failTimeout = time.Duration(d.u64())
 		c.partTimeout = time.Duration(d.u64())
+		handed := d.bytes()
 		if err := d.done(); err != nil {
+			return nil, err
+		}
+		if c.secret, err = secretFromWelcome(info.Secret, keyed, handed); err != nil {
 			return nil, err
 		}
 		if c.failTimeout < 0 || c.failTimeout > 24*time.Hour || c.partTimeout < 0 || c.partTimeout > 24*time.Hour {
@@ -351,7 +371,7 @@ func (c *Client) host(o *connectOptions, listen string) error {
 		}
 		return fmt.Errorf("bootstrap: %s: hosting the rendezvous on %s: %w", c.info, listen, err)
 	}
-	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log),
+	s, err := NewServer(ln, c.info.Size, WithJobID(c.info.JobID), WithServerLogger(o.log), WithSecret(c.info.Secret),
 		WithServerFailureTimeout(o.failTimeout), WithServerPartitionTimeout(o.partTimeout))
 	if err != nil {
 		ln.Close()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/goarmci/goarmci/internal/config"
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // Launcher names who started this process.
@@ -42,6 +43,9 @@ type Info struct {
 	// PMI is set when a PMI-1 server is reachable (PMI_FD or PMI_PORT); the rendezvous address
 	// is then published in its key-value space.
 	PMI *PMIEnv
+	// Secret is the job's secret from GOARMCI_JOB_SECRET (zero when unset): the rank proves it
+	// to the rendezvous, and a rendezvous rank 0 hosts requires it (auth.go).
+	Secret secret.Key
 }
 
 // PMIEnv locates the PMI-1 server: an inherited socket (FD ≥ 0) or a TCP address (Port).
@@ -98,6 +102,13 @@ func DetectEnv(lookup func(string) (string, bool)) (Info, error) {
 		if err := checkAddr(info.RDV); err != nil {
 			return Info{}, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, config.EnvRDV, info.RDV, err)
 		}
+	}
+	if v, ok := lookup(config.EnvJobSecret); ok {
+		k, err := secret.Parse(strings.TrimSpace(v))
+		if err != nil {
+			return Info{}, fmt.Errorf("%w: %s: %w", ErrBadEnv, config.EnvJobSecret, err)
+		}
+		info.Secret = k
 	}
 	pmi, pmiErr := e.pmi()
 

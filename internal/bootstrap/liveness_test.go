@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 func TestDetectorCore(t *testing.T) {
@@ -199,13 +201,7 @@ func TestPeerFailureSilent(t *testing.T) {
 	}()
 	// Rank 1 by hand: hello, its part of the first exchange, then silence.
 	raw := rawConn(t, s)
-	var e enc
-	e.u32(1)
-	e.u32(2)
-	e.str("")
-	require.NoError(t, writeFrame(raw, mHello, e.b))
-	f, err := readFrame(raw)
-	require.NoError(t, err)
+	f := rawJoin(t, raw, 1, 2, secret.Key{})
 	require.Equal(t, mWelcome, f.typ)
 	var pe enc
 	pe.str("h")
@@ -265,13 +261,14 @@ func TestRendezvousHostFailure(t *testing.T) {
 					return
 				}
 				defer c.Close()
-				if _, err := readFrame(c); err != nil {
+				if fakeAdmit(c) != nil {
 					return
 				}
 				var w enc
 				w.str("job")
 				w.u64(uint64(300 * time.Millisecond))
 				w.u64(uint64(30 * time.Second))
+				w.bytes(make([]byte, secret.Size))
 				_ = writeFrame(c, mWelcome, w.b)
 				f, err := readFrame(c)
 				if err != nil {

@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // Server is the rendezvous service of one job of Size ranks: a key-value store and
@@ -27,6 +30,9 @@ type Server struct {
 	log         zerolog.Logger
 	failTimeout time.Duration
 	partTimeout time.Duration
+	key         secret.Key // the job's secret: given (keyed, WithSecret) or generated
+	keyed       bool
+	rejects     secret.Rejections
 
 	mu      sync.Mutex
 	conns   map[*sconn]struct{}
@@ -120,6 +126,13 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if !s.keyed {
+		k, err := secret.New()
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: rendezvous: %w", err)
+		}
+		s.key = k
 	}
 	if s.jobID == "" {
 		var b [8]byte
@@ -335,6 +348,9 @@ func (s *Server) serveConn(sc *sconn) {
 	defer s.wg.Done()
 	defer sc.c.Close()
 	_ = sc.c.SetReadDeadline(time.Now().Add(helloTimeout))
+	if !s.admit(sc) {
+		return
+	}
 	for {
 		f, err := readFrame(sc.c)
 		if err != nil {
@@ -351,6 +367,54 @@ func (s *Server) serveConn(sc *sconn) {
 			return
 		}
 	}
+}
+
+// admit runs the secret handshake of a new connection (auth.go) and then joins its rank
+// (handle's mHello); false: the connection was refused and dropped. A refusal for a malformed
+// frame or a failed proof is counted and logged (Rejected).
+func (s *Server) admit(sc *sconn) bool {
+	f, err := readFrame(sc.c)
+	if err == nil && f.typ != mHello {
+		err = fmt.Errorf("%w: message type %d before hello", ErrProtocol, f.typ)
+	}
+	var h hello
+	if err == nil {
+		h, err = decodeHello(f.payload)
+	}
+	if err == nil {
+		sNonce := secret.Nonce()
+		ch := makeChallenge(s.key, s.keyed, &h, sNonce)
+		s.send([]out{{sc, mChallenge, ch.encode()}})
+		var a frame
+		a, err = readFrame(sc.c)
+		if err == nil && a.typ != mAuth {
+			err = fmt.Errorf("%w: message type %d instead of the hello's proof", ErrProtocol, a.typ)
+		}
+		if err == nil {
+			err = checkAuth(s.key, s.keyed, &h, sNonce, a.payload)
+		}
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrAuth):
+			s.send([]out{errorMsg(sc, 0, ekAuth, err.Error())})
+			s.rejected(sc.c.RemoteAddr().String(), err)
+		case errors.Is(err, ErrProtocol):
+			s.send([]out{errorMsg(sc, 0, ekProtocol, err.Error())})
+			s.rejected(sc.c.RemoteAddr().String(), err)
+		case errors.Is(err, io.ErrUnexpectedEOF): // a truncated frame; a plain EOF is a probe
+			s.rejected(sc.c.RemoteAddr().String(), err)
+		}
+		s.dropped(sc, err)
+		return false
+	}
+	msgs, stop := s.handle(sc, f)
+	s.send(msgs)
+	if stop {
+		s.dropped(sc, nil)
+		return false
+	}
+	return true
 }
 
 // handle processes one frame from sc; stop closes the connection.
@@ -374,10 +438,11 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 		return nil, false
 
 	case mHello:
-		rank, size, _ := int(d.u32()), int(d.u32()), d.str()
-		if err := d.done(); err != nil {
+		h, err := decodeHello(f.payload)
+		if err != nil {
 			return []out{errorMsg(sc, 0, ekProtocol, err.Error())}, true
 		}
+		rank, size := h.rank, h.size
 		switch {
 		case sc.rank >= 0:
 			return []out{errorMsg(sc, 0, ekProtocol, "second hello")}, true
@@ -399,6 +464,7 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 		e.str(s.jobID)
 		e.u64(uint64(s.failTimeout))
 		e.u64(uint64(s.partTimeout))
+		e.bytes(welcomeSecret(s.key, s.keyed))
 		s.log.Debug().Int("peer", rank).Int("joined", s.joined).Msg("rendezvous: rank joined")
 		return []out{{sc, mWelcome, e.b}}, false
 

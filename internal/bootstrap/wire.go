@@ -18,9 +18,11 @@ import (
 // panic.
 //
 // Version 2 added peer failure detection: mWelcome carries the failure and partition timeouts, mPing is the
-// heartbeat of both directions, mPeerFailed declares a rank failed to the others.
+// heartbeat of both directions, mPeerFailed declares a rank failed to the others. Version 3 added
+// the job-secret handshake before a rank joins (auth.go): the hello carries a nonce, mChallenge
+// and mAuth prove the secret both ways, the welcome hands out the secret of an unkeyed service.
 const (
-	wireVersion = 2
+	wireVersion = 3
 	headerLen   = 6
 	// maxFrame bounds one message's payload (bytes); AllGather results are one frame.
 	maxFrame = 256 << 20
@@ -28,8 +30,8 @@ const (
 
 // Message types.
 const (
-	mHello        byte = 1  // c→s: rank u32, size u32, jobID str
-	mWelcome      byte = 2  // s→c: jobID str, failure timeout u64, partition timeout u64 (ns; 0 = none)
+	mHello        byte = 1  // c→s: rank u32, size u32, jobID str, nonce str
+	mWelcome      byte = 2  // s→c: jobID str, failure timeout u64, partition timeout u64 (ns; 0 = none), secret str
 	mGather       byte = 3  // c→s: id u64, seq u64, data str
 	mGatherResult byte = 4  // s→c: id u64, seq u64, parts list of str
 	mPut          byte = 5  // c→s: id u64, key str, value str
@@ -43,7 +45,9 @@ const (
 	mError        byte = 13 // s→c: id u64 (0 = whole connection), kind u8, message str
 	mPing         byte = 14 // c→s and s→c: id u64 (= 0); heartbeat, no answer
 	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns)
-	mLast              = mPeerFailed
+	mChallenge    byte = 16 // s→c: keyed u8, nonce str, proof str (auth.go)
+	mAuth         byte = 17 // c→s: proof str
+	mLast              = mAuth
 )
 
 // Error kinds carried by mError.
@@ -51,6 +55,7 @@ const (
 	ekProtocol byte = 1
 	ekRefused  byte = 2
 	ekLost     byte = 3
+	ekAuth     byte = 4 // the job-secret handshake failed (ErrAuth)
 )
 
 // frame is one decoded message.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -79,13 +81,6 @@ func rawConn(t *testing.T, s *Server) net.Conn {
 
 func TestServerSurvivesMalformedPeers(t *testing.T) {
 	s := startServer(t, 2)
-	hello := func(rank uint32) []byte {
-		var e enc
-		e.u32(rank)
-		e.u32(2)
-		e.str("")
-		return e.b
-	}
 	// 1. Garbage bytes: the server answers a protocol error and hangs up.
 	c := rawConn(t, s)
 	_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
@@ -113,9 +108,7 @@ func TestServerSurvivesMalformedPeers(t *testing.T) {
 	// 4. A joined rank sending a malformed gather fails the job for the others: it left
 	// without goodbye.
 	c = rawConn(t, s)
-	require.NoError(t, writeFrame(c, mHello, hello(0)))
-	f, err = readFrame(c)
-	require.NoError(t, err)
+	f = rawJoin(t, c, 0, 2, secret.Key{})
 	require.Equal(t, mWelcome, f.typ)
 	require.NoError(t, writeFrame(c, mGather, []byte{1, 2, 3}))
 	f, err = readFrame(c)

@@ -23,6 +23,8 @@ type Knob struct {
 	// Launcher is true for bootstrap variables written by a launcher (goarmci run) and read
 	// by internal/bootstrap; they are not fields of Config.
 	Launcher bool
+	// Secret is true for a variable whose value is never printed (GOARMCI_JOB_SECRET).
+	Secret bool
 
 	get func(*Config) string
 	set func(*Config, string) error
@@ -89,6 +91,9 @@ const (
 	EnvLocalSize = "GOARMCI_LOCAL_SIZE"
 	EnvHostID    = "GOARMCI_HOST_ID"
 	EnvRDVDir    = "GOARMCI_RDV_DIR"
+	// EnvJobSecret is the job's secret in hex (internal/secret): set by goarmci run, or by the
+	// user for every rank under another launcher; never printed.
+	EnvJobSecret = "GOARMCI_JOB_SECRET"
 )
 
 var table = []Knob{
@@ -275,6 +280,8 @@ var table = []Knob{
 	{Name: EnvJobID, Type: "string", Launcher: true, Doc: "job id (set by goarmci run)"},
 	{Name: EnvLocalRank, Type: "int", Launcher: true, Doc: "rank among the ranks of this node (set by goarmci run)"},
 	{Name: EnvLocalSize, Type: "int", Launcher: true, Doc: "number of ranks on this node (set by goarmci run)"},
+	{Name: EnvJobSecret, Type: "string", Launcher: true, Secret: true,
+		Doc: "the job's secret, 64 hex digits, proven in every connection handshake and CM message (set by goarmci run; under another launcher rank 0 makes one unless every rank has this); never printed"},
 	{Name: EnvHostID, Type: "string", Launcher: true,
 		Doc: "node identity override: ranks with equal host ids share memory (default hostname/boot id)"},
 }

@@ -28,12 +28,17 @@ func RoundPage(n int) int {
 }
 
 // MemfdCreate creates an anonymous shared-memory file of size bytes (memfd_create with
-// MFD_CLOEXEC, then ftruncate). Other processes of the same user can open it through
-// /proc/<pid>/fd/<fd> while it is open. The name is for /proc listings only.
+// MFD_CLOEXEC, mode 0600, then ftruncate). Other processes of the same user can open it through
+// /proc/<pid>/fd/<fd> while it is open; no other user can (the mode, and /proc/<pid>/fd is the
+// owner's). The name is for /proc listings only.
 func MemfdCreate(name string, size int) (int, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("xunix: memfd_create %q: %w", name, err)
+	}
+	if err := unix.Fchmod(fd, 0o600); err != nil { // memfd_create makes it 0777
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("xunix: fchmod memfd %q: %w", name, err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		_ = unix.Close(fd)

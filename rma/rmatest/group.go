@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // ErrClosed: the group was closed while a collective was in progress.
@@ -23,6 +25,7 @@ type Group struct {
 	filled int
 	result [][]byte
 	closed bool
+	secret []byte // the job's (rma.JobSecreter)
 
 	failMu   sync.Mutex
 	failed   map[int]error                 // injected failures, by rank
@@ -31,7 +34,8 @@ type Group struct {
 
 // NewGroup creates a bootstrap group of n ranks.
 func NewGroup(n int) *Group {
-	g := &Group{n: n, data: make([][]byte, n)}
+	k, _ := secret.New() // crypto/rand.Read does not fail (Go ≥ 1.24)
+	g := &Group{n: n, data: make([][]byte, n), secret: k.Bytes()}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -86,6 +90,10 @@ type Member struct {
 
 func (m *Member) Rank() int { return m.rank }
 func (m *Member) Size() int { return m.g.n }
+
+// JobSecret is the group's secret, made at NewGroup (rma.JobSecreter): the ranks' tcp streams
+// and CM messages are authenticated with it as in a launched job.
+func (m *Member) JobSecret() []byte { return m.g.secret }
 
 // AllGather contributes data and returns every rank's contribution.
 func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {

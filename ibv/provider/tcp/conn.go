@@ -13,6 +13,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/internal/engine"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"github.com/goarmci/goarmci/internal/secret"
 	"golang.org/x/sys/unix"
 )
 
@@ -466,12 +467,22 @@ func (c *conn) dial() {
 	c.nc = nc
 	c.mu.Unlock()
 	_ = nc.SetDeadline(time.Now().Add(c.d.cfg.DialTimeout))
-	if _, err := nc.Write(appendHello(nil, c.port.addr)); err != nil {
+	nD := secret.Nonce()
+	if _, err := nc.Write(appendHello(nil, &helloMsg{typ: hDial, addr: c.port.addr, nonce: nD})); err != nil {
 		c.fail(fmt.Errorf("tcp: hello to %s: %w", c.remote, err))
 		return
 	}
-	if _, err := readHello(nc); err != nil {
-		c.fail(fmt.Errorf("tcp: hello from %s: %w", c.remote, err))
+	h, err := readHello(nc, hAccept)
+	if err == nil {
+		err = checkStreamMAC(c.d.key, h.mac, labelTCPAccept, c.port.addr, h.addr, nD, h.nonce)
+	}
+	if err != nil {
+		c.refused(nc.RemoteAddr(), fmt.Errorf("tcp: hello from %s: %w", c.remote, err))
+		return
+	}
+	proof := streamMAC(c.d.key, labelTCPDial, c.port.addr, h.addr, nD, h.nonce)
+	if _, err := nc.Write(appendHello(nil, &helloMsg{typ: hProof, mac: proof})); err != nil {
+		c.fail(fmt.Errorf("tcp: hello to %s: %w", c.remote, err))
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -482,22 +493,33 @@ func (c *conn) accept() {
 	defer c.d.wg.Done()
 	nc := c.nc
 	_ = nc.SetDeadline(time.Now().Add(c.d.cfg.DialTimeout))
-	remote, err := readHello(nc)
+	h, err := readHello(nc, hDial)
 	if err != nil {
-		c.fail(fmt.Errorf("tcp: hello on %s: %w", c.port.addr, err))
+		c.refused(nc.RemoteAddr(), fmt.Errorf("tcp: hello on %s: %w", c.port.addr, err))
 		return
 	}
-	c.mu.Lock()
-	c.remote = remote
-	c.mu.Unlock()
 	if c.port.down.Load() {
 		c.fail(fmt.Errorf("tcp: port %d down", c.port.num))
 		return
 	}
-	if _, err := nc.Write(appendHello(nil, c.port.addr)); err != nil {
-		c.fail(fmt.Errorf("tcp: hello to %s: %w", remote, err))
+	nA := secret.Nonce()
+	mac := streamMAC(c.d.key, labelTCPAccept, h.addr, c.port.addr, h.nonce, nA)
+	if _, err := nc.Write(appendHello(nil, &helloMsg{typ: hAccept, addr: c.port.addr, nonce: nA, mac: mac})); err != nil {
+		c.fail(fmt.Errorf("tcp: hello to %s: %w", h.addr, err))
 		return
 	}
+	p, err := readHello(nc, hProof)
+	if err == nil {
+		err = checkStreamMAC(c.d.key, p.mac, labelTCPDial, h.addr, c.port.addr, h.nonce, nA)
+	}
+	if err != nil {
+		// the claimed address is not the peer's: the stream never had one (no path fault)
+		c.refused(nc.RemoteAddr(), fmt.Errorf("tcp: hello on %s from %s: %w", c.port.addr, nc.RemoteAddr(), err))
+		return
+	}
+	c.mu.Lock()
+	c.remote = h.addr
+	c.mu.Unlock()
 	_ = nc.SetDeadline(time.Time{})
 	c.up()
 }

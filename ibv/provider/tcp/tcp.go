@@ -10,10 +10,8 @@ package tcp
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -25,6 +23,7 @@ import (
 	"github.com/goarmci/goarmci/ibv/internal/engine"
 	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"github.com/goarmci/goarmci/internal/secret"
 )
 
 // PortConfig describes one port.
@@ -81,7 +80,11 @@ type Config struct {
 	// ProbeTimeout bounds the path probe of an APM path load (default 500 ms, at most
 	// DialTimeout): a TCP handshake on the path, which a pulled cable never answers.
 	ProbeTimeout time.Duration
-	Log          *zerolog.Logger
+	// Secret is the job's secret (internal/secret, 32 bytes), which both ends of every stream
+	// prove in its hello (hello.go); nil: no secret, the hello authenticates nothing (tests,
+	// devices outside a job). Devices that talk must have the same one.
+	Secret []byte
+	Log    *zerolog.Logger
 }
 
 // ErrProtocol: a peer broke the stream protocol (bad hello or frame length).
@@ -104,9 +107,8 @@ const DefaultSegmentSize = 1 << 20
 const DefaultWindowBytes = 4 << 20
 
 const (
-	helloVersion = 1
-	maxFrame     = 1<<20 + wire.MaxHeaderLen
-	readBufSize  = 256 << 10
+	maxFrame    = 1<<20 + wire.MaxHeaderLen
+	readBufSize = 256 << 10
 )
 
 // lids numbers the ports of every tcp device of the process.
@@ -135,10 +137,12 @@ type connKey struct {
 // with the provider's listeners and streams.
 type driver struct {
 	*engine.Device
-	cfg   Config
-	ports []*port
-	log   zerolog.Logger
-	ctx   *ibv.Context
+	cfg     Config
+	ports   []*port
+	log     zerolog.Logger
+	ctx     *ibv.Context
+	key     secret.Key        // Config.Secret
+	rejects secret.Rejections // streams refused in their hello (Rejected)
 
 	mu     sync.Mutex
 	conns  map[connKey]*conn // dialed streams by path
@@ -174,7 +178,11 @@ func Open(cfg Config) (*ibv.Context, error) {
 	if cfg.SegmentSize < 0 || cfg.SegmentSize > 1<<20 {
 		return nil, fmt.Errorf("tcp: %w: segment size %d", ibv.ErrInvalidArgument, cfg.SegmentSize)
 	}
-	d := &driver{cfg: cfg, conns: map[connKey]*conn{}, all: map[*conn]struct{}{}}
+	key, err := secret.FromBytes(cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: %w: %w", ibv.ErrInvalidArgument, err)
+	}
+	d := &driver{cfg: cfg, key: key, conns: map[connKey]*conn{}, all: map[*conn]struct{}{}}
 	if cfg.Log != nil {
 		d.log = *cfg.Log
 	} else {
@@ -394,29 +402,6 @@ func (d *driver) acceptLoop(p *port) {
 		d.mu.Unlock()
 		go c.accept()
 	}
-}
-
-// hello frames open a stream in both directions: version, the sender's port address.
-func appendHello(b []byte, addr string) []byte {
-	b = binary.LittleEndian.AppendUint32(b, uint32(2+len(addr)))
-	b = append(b, helloVersion, byte(len(addr)))
-	return append(b, addr...)
-}
-
-func readHello(r io.Reader) (string, error) {
-	var h [6]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return "", err
-	}
-	n := binary.LittleEndian.Uint32(h[:])
-	if h[4] != helloVersion || n < 2 || n != 2+uint32(h[5]) {
-		return "", fmt.Errorf("%w: hello version %d length %d", ErrProtocol, h[4], n)
-	}
-	addr := make([]byte, h[5])
-	if _, err := io.ReadFull(r, addr); err != nil {
-		return "", err
-	}
-	return string(addr), nil
 }
 
 // breakStreams closes every stream of the device without taking a port down (a transient
