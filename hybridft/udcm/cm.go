@@ -199,7 +199,7 @@ func (c *CM) Send(to []string, qpn uint32, m *Msg) error {
 	if err != nil {
 		return err
 	}
-	b = Seal(c.key, b)
+	b = seal(c.key, b)
 	c.sbuf = b
 	sent := false
 	for i, addr := range to {
@@ -262,7 +262,7 @@ func (c *CM) recvLoop(ctx context.Context) {
 			wc := &wcs[i]
 			if wc.Status == ibv.WCSuccess && wc.WRID < recvDepth {
 				b := c.bufs[int(wc.WRID)*bufLen : int(wc.WRID)*bufLen+int(wc.ByteLen)]
-				body, err := Unseal(c.key, b)
+				body, err := unseal(c.key, b)
 				if err == nil {
 					err = m.Decode(body)
 				}

@@ -20,37 +20,37 @@ func TestSeal(t *testing.T) {
 	o, _ := secret.New()
 	b, err := (&Msg{Type: ConnREQ, Src: 1, Dst: 2, Payload: []byte("x")}).Append(nil)
 	require.NoError(t, err)
-	s := Seal(k, append([]byte(nil), b...))
+	s := seal(k, append([]byte(nil), b...))
 	require.Len(t, s, len(b)+MACLen)
-	got, err := Unseal(k, s)
+	got, err := unseal(k, s)
 	require.NoError(t, err)
 	require.Equal(t, b, got)
-	_, err = Unseal(o, s)
+	_, err = unseal(o, s)
 	require.ErrorIs(t, err, ErrBadMAC)
-	_, err = Unseal(secret.Key{}, s)
+	_, err = unseal(secret.Key{}, s)
 	require.ErrorIs(t, err, ErrBadMAC)
-	_, err = Unseal(k, b)
+	_, err = unseal(k, b)
 	require.ErrorIs(t, err, ErrBadMAC, "no MAC")
-	_, err = Unseal(k, s[:MACLen-1])
+	_, err = unseal(k, s[:MACLen-1])
 	require.ErrorIs(t, err, ErrMalformed)
 	for i := range s {
 		c := bytes.Clone(s)
 		c[i] ^= 0x40
-		_, err = Unseal(k, c)
+		_, err = unseal(k, c)
 		require.ErrorIs(t, err, ErrBadMAC, "byte %d flipped", i)
 	}
 }
 
-// FuzzUnseal: a datagram from the socket goes through Unseal then Decode: any input gives an
+// FuzzUnseal: a datagram from the socket goes through unseal then Decode: any input gives an
 // error or a message, never a panic, and only the job's MAC gets through.
 func FuzzUnseal(f *testing.F) {
 	k, _ := secret.FromBytes(bytes.Repeat([]byte{7}, secret.Size))
 	b, _ := (&Msg{Type: REP, Seq: 2, Atomics: []Atomic{{3, 4}}}).Append(nil)
-	f.Add(Seal(k, b))
+	f.Add(seal(k, b))
 	f.Add(b)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		body, err := Unseal(k, b)
+		body, err := unseal(k, b)
 		if err != nil {
 			if !errors.Is(err, ErrBadMAC) && !errors.Is(err, ErrMalformed) {
 				t.Fatalf("unexpected error %v", err)
@@ -104,11 +104,11 @@ func TestForgedCMTraffic(t *testing.T) {
 	v1[0] = 1
 	forged := map[string][]byte{
 		"garbage":           []byte("\x07garbage datagram"),
-		"truncated":         ud(Seal(k, bytes.Clone(req))[:20]),
+		"truncated":         ud(seal(k, bytes.Clone(req))[:20]),
 		"no MAC":            ud(req),
-		"another key's MAC": ud(Seal(o, bytes.Clone(req))),
-		"version 1":         ud(Seal(k, v1)[:len(v1)]),
-		"short MAC":         ud(Seal(k, bytes.Clone(req))[:len(req)+8]),
+		"another key's MAC": ud(seal(o, bytes.Clone(req))),
+		"version 1":         ud(seal(k, v1)[:len(v1)]),
+		"short MAC":         ud(seal(k, bytes.Clone(req))[:len(req)+8]),
 	}
 	want := uint64(0)
 	for name, d := range forged {

@@ -21,18 +21,18 @@ const MACLen = 16
 
 const labelCM = "goarmci/udcm/2"
 
-// Seal appends to b, an encoded message, its MAC under key (the job's secret; the zero key
+// seal appends to b, an encoded message, its MAC under key (the job's secret; the zero key
 // authenticates nothing, see internal/secret).
-func Seal(key secret.Key, b []byte) []byte {
+func seal(key secret.Key, b []byte) []byte {
 	var buf [secret.MACSize]byte
 	return append(b, key.AppendMAC(buf[:0], labelCM, b)[:MACLen]...)
 }
 
-// Unseal checks the MAC at the end of the datagram b and returns the message before it (a view
+// unseal checks the MAC at the end of the datagram b and returns the message before it (a view
 // of b). Errors wrap ErrMalformed (shorter than a MAC) or ErrBadMAC. The MAC authenticates the
 // message, not its freshness: a captured datagram sent again is a duplicate, which the
 // protocols already tell apart by their sequence ids and nonces.
-func Unseal(key secret.Key, b []byte) ([]byte, error) {
+func unseal(key secret.Key, b []byte) ([]byte, error) {
 	if len(b) < MACLen {
 		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
