@@ -19,8 +19,10 @@ import (
 //
 // Version 2 added peer failure detection: mWelcome carries the failure and partition timeouts, mPing is the
 // heartbeat of both directions, mPeerFailed declares a rank failed to the others.
+// Version 3: mPeerFailed carries the failed rank's exit status when its launcher reported it, a
+// rank's heartbeat carries a token the rendezvous echoes (mPong) while the rank is a member.
 const (
-	wireVersion = 2
+	wireVersion = 3
 	headerLen   = 6
 	// maxFrame bounds one message's payload (bytes); AllGather results are one frame.
 	maxFrame = 256 << 20
@@ -41,9 +43,10 @@ const (
 	mBye          byte = 11 // c→s: id u64
 	mByeAck       byte = 12 // s→c: id u64
 	mError        byte = 13 // s→c: id u64 (0 = whole connection), kind u8, message str
-	mPing         byte = 14 // c→s and s→c: id u64 (= 0); heartbeat, no answer
-	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns)
-	mLast              = mPeerFailed
+	mPing         byte = 14 // c→s: token u64, answered by mPong; s→c: id u64 (= 0), no answer; heartbeats
+	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns), exit known u8, code u32, signal u8
+	mPong         byte = 16 // s→c: token u64 of the rank's mPing, sent while the rank is a member (not failed)
+	mLast              = mPong
 )
 
 // Error kinds carried by mError.
