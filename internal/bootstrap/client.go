@@ -53,9 +53,9 @@ type Client struct {
 	base      time.Time
 	confirmed atomic.Int64
 	pongWake  chan struct{}
-	closing     atomic.Bool // Close or abort started: the connection's end is ours
-	pingStop    chan struct{}
-	pingDone    chan struct{}
+	closing   atomic.Bool // Close or abort started: the connection's end is ours
+	pingStop  chan struct{}
+	pingDone  chan struct{}
 
 	collMu  sync.Mutex // one collective at a time
 	seq     uint64     // collectives entered
