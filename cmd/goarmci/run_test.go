@@ -109,7 +109,7 @@ func TestRunProgressLines(t *testing.T) {
 	code, _, errOut = runCLI(t, "run", "-np", "2", "--progress", "--grace", "200ms", rankExe, "fail", "1", "7")
 	assert.Equal(t, 7, code)
 	assert.Contains(t, errOut, "goarmci: run: rank 1 finished, exit code 7 (1/2 ranks finished, ")
-	assert.Regexp(t, `goarmci: run: rank 0 finished, killed by terminated \(2/2 ranks finished, [0-9.]+s\)`, errOut)
+	assert.Regexp(t, `goarmci: run: rank 0 finished, killed by signal 15 \(SIGTERM\) \(2/2 ranks finished, [0-9.]+s\)`, errOut)
 
 	_, _, errOut = runCLI(t, "run", "-np", "2", rankExe)
 	assert.NotContains(t, errOut, "goarmci: run:", "off by default")
