@@ -128,7 +128,10 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 		lines    sync.WaitGroup
 		cmds     [peerFailRanks]*exec.Cmd
 		stdins   [peerFailRanks]io.WriteCloser
+		started  = make(chan struct{}) // closed once every rank started: stdins is complete
+		startsOK sync.Once
 	)
+	defer startsOK.Do(func() { close(started) }) // a failed start too
 	for r := range peerFailRanks {
 		c := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestPeerProcessFailure$", "-test.count=1", "-test.v")
 		c.Env = append(append([]string(nil), env...), rankEnv(r)...)
@@ -172,6 +175,7 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 			}
 			pw.Close()
 			if r == victim { // the survivors may check their memory now: the victim is gone
+				<-started
 				for s, in := range stdins {
 					if s != victim {
 						in.Close()
@@ -180,6 +184,7 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 			}
 		}()
 	}
+	startsOK.Do(func() { close(started) })
 	lines.Wait()
 	for r, c := range cmds {
 		out := outs[r].String()
