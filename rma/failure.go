@@ -139,6 +139,15 @@ func (r *Runtime) failedErr(p int) error {
 	return nil
 }
 
+// opFailedErr is why an operation to rank p failed when its requests were flushed: p's failure,
+// or this rank's expulsion (abortPeer flushed every connection), or nil.
+func (r *Runtime) opFailedErr(p int) error {
+	if err := r.failedErr(p); err != nil {
+		return err
+	}
+	return r.failedErr(r.rank)
+}
+
 // anyFailedErr is the failure of the lowest failed rank, or nil: what a wait on the whole job (a
 // barrier) returns, since it can no longer complete.
 func (r *Runtime) anyFailedErr() error {
