@@ -82,7 +82,7 @@ func (r *Runtime) spread(ctx context.Context, part []byte, to func(p int) bool) 
 // Broadcast copies root's buf into every rank's buf (armci_msg_brdcst / GA_Brdcst); collective,
 // buf must have the same length everywhere.
 func (r *Runtime) Broadcast(ctx context.Context, root int, buf []byte) error {
-	if _, err := r.peer(root); err != nil {
+	if _, err := r.peer(ctx, root); err != nil {
 		return err
 	}
 	_, slot := r.slot(0)

@@ -47,6 +47,12 @@ var (
 	// on it (Fence, Lock) and by waits on the whole job (Barrier, AllFence, collectives);
 	// operations between surviving ranks keep working. See FailedRanks.
 	ErrPeerFailed = errors.New("rma: peer failed")
+	// ErrExpelled: this rank itself was declared failed — it was stopped or starved past the
+	// failure timeout (GOARMCI_FAILURE_TIMEOUT) and resumed — so the job goes on without it:
+	// every later operation of its own returns this, wrapped with ErrPeerFailed naming this rank
+	// ("rank 1 silent for the failure timeout (1s): ..."). See failure.go for what its late
+	// traffic can and cannot change.
+	ErrExpelled = errors.New("rma: this rank was expelled from the job")
 	// ErrConfig: a bad configuration value.
 	ErrConfig = errors.New("rma: bad configuration")
 )

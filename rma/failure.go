@@ -1,6 +1,8 @@
 package rma
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -17,6 +19,20 @@ import (
 // MPI_ERR_PROC_FAILED. Operations between survivors keep working; AllFence fences them. The
 // failed set is checked where a call begins (Runtime.peer) and where it waits, not per poll of
 // a transfer.
+//
+// A rank declared failed while it still runs — it was stopped (SIGSTOP, a debugger) or starved
+// past the failure timeout, and resumes — is expelled: the rendezvous tells it (its own failure
+// notice, then it closes its connection and ignores its late frames), and every later operation
+// of its own returns an error wrapping ErrExpelled and ErrPeerFailed naming itself. Its late
+// traffic cannot change survivors' memory: over the network, survivors moved their queue pairs
+// to it to ERROR when they learned the failure (a queue pair in ERROR drops what arrives, [IBA]
+// ch. 10) and refuse its new connections; over shared memory, where the expelled process
+// writes survivors' memory itself, every operation to a same-node peer first checks this
+// rank's membership (checkMember: the rendezvous answered one of its heartbeats less than half
+// the failure timeout ago, else it asks and waits for the answer). What remains: an operation
+// already past that check when the process is stopped completes when it resumes (a copy into
+// a same-node peer's segment, an accumulate or atomic on it, a lock word), and memory reached
+// through Runtime.Direct views is not checked at all.
 
 // FailureDetector is implemented by a Bootstrap that detects failed ranks (internal/bootstrap's
 // client; rmatest's group, which injects failures). OnPeerFailure registers f, called once for
@@ -31,6 +47,30 @@ type FailureDetector interface {
 type failures struct {
 	any  atomic.Bool             // some rank failed: the only load on the way of an operation
 	errs []atomic.Pointer[error] // by rank: the error calls needing that rank return
+	// member checks this rank's membership before a same-node peer's memory is written
+	// (internal/bootstrap's client: Member), or nil (no such bootstrap).
+	member memberChecker
+}
+
+// memberChecker is implemented by a bootstrap that tells whether this rank is still a member of
+// the job (internal/bootstrap's client: nil while the rendezvous answers its heartbeats, its own
+// failure once it was declared failed, ctx's error).
+type memberChecker interface {
+	Member(ctx context.Context) error
+}
+
+// checkMember returns this rank's expulsion (ErrExpelled) when the bootstrap says it is no
+// longer a member, ctx's error when the question could not be answered in time, nil otherwise.
+func (r *Runtime) checkMember(ctx context.Context) error {
+	err := r.fail.member.Member(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	}
+	r.peerFailed(r.rank, err)
+	return r.failedErr(r.rank)
 }
 
 // watchFailures sizes the failed set and subscribes to the bootstrap's failure reports.
@@ -38,6 +78,9 @@ func (r *Runtime) watchFailures() {
 	r.fail.errs = make([]atomic.Pointer[error], r.size)
 	if fd, ok := r.boot.(FailureDetector); ok {
 		fd.OnPeerFailure(r.peerFailed)
+	}
+	if m, ok := r.boot.(memberChecker); ok {
+		r.fail.member = m
 	}
 }
 
@@ -47,9 +90,14 @@ func (r *Runtime) peerFailed(rank int, cause error) {
 		return
 	}
 	var err error
-	if cause != nil {
+	switch {
+	case rank == r.rank && cause != nil:
+		err = fmt.Errorf("%w: %w: %w", ErrExpelled, ErrPeerFailed, cause)
+	case rank == r.rank:
+		err = fmt.Errorf("%w: %w: rank %d", ErrExpelled, ErrPeerFailed, rank)
+	case cause != nil:
 		err = fmt.Errorf("%w: %w", ErrPeerFailed, cause)
-	} else {
+	default:
 		err = fmt.Errorf("%w: rank %d", ErrPeerFailed, rank)
 	}
 	if r.fail.errs[rank].CompareAndSwap(nil, &err) {
@@ -62,18 +110,21 @@ func (r *Runtime) peerFailed(rank int, cause error) {
 // abortPeer gives up the network connections to a failed rank, so the operations in flight to
 // it complete failed now rather than after retries and the partition timeout (a blocking one
 // then returns the failure: finish).
+// When rank is this rank (expelled), every network connection is given up: its operations in
+// flight end with err and none of its traffic is retried.
 func (r *Runtime) abortPeer(rank int, err error) {
-	if rank == r.rank {
-		return
-	}
 	r.odMu.Lock() // pe.ch of a peer connected on demand is installed under it
 	defer r.odMu.Unlock()
-	pe := r.peers[rank]
-	if r.odClosed || pe.ch == nil { // node peers have no channel
-		return // torn down, never connected, or a node peer (nothing is ever in flight to it)
+	if r.odClosed {
+		return // torn down
 	}
-	for _, c := range pe.ch.Subchannels() {
-		c.Abort(err)
+	for p, pe := range r.peers {
+		if p == r.rank || rank != r.rank && p != rank || pe.ch == nil { // node peers have no channel
+			continue // never connected, or a node peer (nothing is ever in flight to it)
+		}
+		for _, c := range pe.ch.Subchannels() {
+			c.Abort(err)
+		}
 	}
 }
 
@@ -86,6 +137,15 @@ func (r *Runtime) failedErr(p int) error {
 		return *e
 	}
 	return nil
+}
+
+// opFailedErr is why an operation to rank p failed when its requests were flushed: p's failure,
+// or this rank's expulsion (abortPeer flushed every connection), or nil.
+func (r *Runtime) opFailedErr(p int) error {
+	if err := r.failedErr(p); err != nil {
+		return err
+	}
+	return r.failedErr(r.rank)
 }
 
 // anyFailedErr is the failure of the lowest failed rank, or nil: what a wait on the whole job (a

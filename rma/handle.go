@@ -40,7 +40,7 @@ func (h *Handle) Wait(ctx context.Context) error {
 			return fmt.Errorf("rma: wait: %w", cerr) // still in flight: Wait again before reusing its buffer
 		}
 		if h.r != nil {
-			if ferr := h.r.failedErr(h.req.Tag); ferr != nil {
+			if ferr := h.r.opFailedErr(h.req.Tag); ferr != nil {
 				return ferr // the target failed: its requests were flushed (abortPeer)
 			}
 		}
@@ -79,7 +79,7 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 	if issueErr != nil {
 		// Work requests already posted still complete; wait for them so no buffer stays in use.
 		_ = n.Wait(context.WithoutCancel(ctx), req)
-		if ferr := r.failedErr(req.Tag); ferr != nil {
+		if ferr := r.opFailedErr(req.Tag); ferr != nil {
 			return nil, ferr
 		}
 		return nil, issueErr
@@ -103,7 +103,7 @@ func (r *Runtime) finish(ctx context.Context, n *multirail.Network, req *multira
 				n.Release(req)
 				return nil, fmt.Errorf("rma: operation to rank %d: %w", req.Tag, cerr)
 			}
-			if ferr := r.failedErr(req.Tag); ferr != nil {
+			if ferr := r.opFailedErr(req.Tag); ferr != nil {
 				return nil, ferr // the target failed: its requests were flushed (abortPeer)
 			}
 			return nil, fmt.Errorf("%w: %w", ErrTransport, err)

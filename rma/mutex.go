@@ -46,7 +46,7 @@ func (r *Runtime) mutexWord(ctx context.Context, m, proc, word int) (*peer, int,
 	if r.mutexes == nil {
 		return nil, 0, fmt.Errorf("%w: CreateMutexes was not called", ErrFreed)
 	}
-	pe, err := r.peer(proc)
+	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return nil, 0, err
 	}

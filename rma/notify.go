@@ -30,7 +30,7 @@ func (r *Runtime) Notify(ctx context.Context, proc int) (int64, error) {
 // at a time. Errors: ErrBadRank, ErrPeerFailed (proc failed before its notify arrived), ctx's;
 // ErrPartition when proc cannot be reached.
 func (r *Runtime) NotifyWait(ctx context.Context, proc int) (int64, error) {
-	if _, err := r.peer(proc); err != nil {
+	if _, err := r.peer(ctx, proc); err != nil {
 		return 0, err
 	}
 	want := r.awaited[proc] + 1

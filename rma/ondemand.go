@@ -65,6 +65,9 @@ func (r *Runtime) installOnDemand(ni int, peer uint32, conns []*hybridft.Conn) {
 	case p < 0 || p >= r.size || p == r.rank:
 		reject("no such peer")
 		return
+	case r.failedErr(p) != nil:
+		reject("declared failed") // an expelled rank that resumed: its traffic is not taken
+		return
 	}
 	pe := r.peers[p]
 	if !pe.lazy || pe.net != ni || pe.ready.Load() {

@@ -30,20 +30,23 @@ const peerFailChildEnv = "GOARMCI_TEST_PEERFAIL_CHILD"
 
 const peerFailRanks = 4
 
-// TestPeerProcessFailure is issue 19's first point with real processes: a 4-rank job, started
-// by hand with the environment of a launcher, loops Put to the next rank + Barrier, and one rank's
-// process ends in the middle without Finalize — it returns from its work and exits (status 0), or
-// it is killed with SIGKILL. No launcher kills the job: every survivor must get an error wrapping
-// rma.ErrPeerFailed naming the rank ("rank 1 exited before Finalize") from its Put or Barrier,
-// its next Barrier must say the same, and survivors must still put to and get from each other.
-// Launchers: goarmci run's variables (the test hosts the rendezvous, as the launcher does), and
-// srun's (rank 0 hosts it: killing rank 0 takes the rendezvous down with it, and the others
-// declare rank 0 failed from their dropped connection). The detection times are logged, not
-// asserted; the test's deadline is only a safety net against a hang.
+// TestPeerProcessFailure: a 4-rank job of real processes, started by hand with the environment
+// of a launcher, loops Put to the next rank + Barrier, and one rank's process ends in the middle
+// without Finalize — it returns from its work and exits (status 0), or it is killed with SIGKILL.
+// No launcher kills the job: every survivor must get an error wrapping rma.ErrPeerFailed naming
+// the rank from its Put or Barrier, its next Barrier must say the same, and survivors must still
+// put to and get from each other. Launchers: goarmci run's (the test hosts the rendezvous and
+// reports exit statuses, as the launcher does: "rank 1 was killed by signal 9 (SIGKILL) before
+// Finalize"), and srun's (rank 0 hosts it: "rank 1 exited before Finalize (its rendezvous
+// connection closed)"; killing rank 0 takes the rendezvous down with it, and the others declare
+// rank 0 failed from their dropped connection). The detection times are logged, not asserted;
+// the test's deadline is only a safety net against a hang.
 //
-// A paused process (SIGSTOP) is not an ended one: paused for half the failure timeout (default
-// 2 s) it is not declared and the job ends normally; paused for twice the timeout it is declared
-// ("rank 1 silent for the failure timeout (2s)"), as a hung or unreachable rank would be.
+// A paused process (SIGSTOP) is not an ended one: paused for 300 ms with a failure timeout of 3 s
+// it is not declared, the job ends normally and every rank's last Put is in place; paused for
+// 3 s with a failure timeout of 1 s it is declared ("rank 1 silent for the failure timeout
+// (1s)"), and when it resumes it learns it was expelled (its operations fail with rma.ErrExpelled)
+// and its attempts to write survivors' memory change nothing there.
 func TestPeerProcessFailure(t *testing.T) {
 	if v := os.Getenv(peerFailChildEnv); v != "" {
 		peerFailChild(t, v)
@@ -63,6 +66,7 @@ func TestPeerProcessFailure(t *testing.T) {
 		{"goarmci", "kill", 1, "tcp", true},
 		{"goarmci", "stopshort", 1, "", true},
 		{"goarmci", "stoplong", 1, "", true},
+		{"goarmci", "stoplong", 1, "tcp", true},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%s/%s%d", tc.launcher, tc.fault, tc.victim)
@@ -85,6 +89,8 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 	if transport != "" {
 		env = append(env, "GOARMCI_TRANSPORT="+transport)
 	}
+	failTimeout, pause := stopTimes(fault)
+	env = append(env, "GOARMCI_FAILURE_TIMEOUT="+failTimeout.String())
 	var srv *bootstrap.Server
 	rankEnv := func(r int) []string { return nil }
 	switch launcher {
@@ -93,7 +99,8 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 		require.NoError(t, err)
 		jobID := fmt.Sprintf("pf%d-%d", os.Getpid(), victim)
 		removeShmFiles(t, jobID)
-		srv, err = bootstrap.NewServer(ln, peerFailRanks, bootstrap.WithJobID(jobID))
+		srv, err = bootstrap.NewServer(ln, peerFailRanks, bootstrap.WithJobID(jobID), bootstrap.WithExitStatuses(),
+			bootstrap.WithServerFailureTimeout(failTimeout))
 		require.NoError(t, err)
 		defer srv.Close()
 		rankEnv = func(r int) []string {
@@ -120,12 +127,19 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 		killedAt time.Time
 		lines    sync.WaitGroup
 		cmds     [peerFailRanks]*exec.Cmd
+		stdins   [peerFailRanks]io.WriteCloser
+		started  = make(chan struct{}) // closed once every rank started: stdins is complete
+		startsOK sync.Once
 	)
+	defer startsOK.Do(func() { close(started) }) // a failed start too
 	for r := range peerFailRanks {
 		c := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestPeerProcessFailure$", "-test.count=1", "-test.v")
 		c.Env = append(append([]string(nil), env...), rankEnv(r)...)
 		pr, pw := io.Pipe()
 		c.Stdout, c.Stderr = pw, pw
+		in, err := c.StdinPipe()
+		require.NoError(t, err)
+		stdins[r] = in
 		require.NoError(t, c.Start())
 		cmds[r] = c
 		lines.Add(1)
@@ -142,10 +156,6 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 					case "kill":
 						_ = c.Process.Signal(syscall.SIGKILL)
 					case "stopshort", "stoplong":
-						pause := bootstrap.DefaultFailureTimeout / 2
-						if fault == "stoplong" {
-							pause = 2 * bootstrap.DefaultFailureTimeout
-						}
 						_ = c.Process.Signal(syscall.SIGSTOP)
 						time.AfterFunc(pause, func() { _ = c.Process.Signal(syscall.SIGCONT) })
 					}
@@ -155,10 +165,26 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 			_, _ = io.Copy(io.Discard, pr)
 		}()
 		go func() {
-			_ = c.Wait()
+			err := c.Wait()
+			if srv != nil && c.ProcessState != nil { // the launcher's report (goarmci run)
+				if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					srv.RankExited(r, bootstrap.Killed(ws.Signal()))
+				} else if err == nil || c.ProcessState.ExitCode() >= 0 {
+					srv.RankExited(r, bootstrap.Exited(c.ProcessState.ExitCode()))
+				}
+			}
 			pw.Close()
+			if r == victim { // the survivors may check their memory now: the victim is gone
+				<-started
+				for s, in := range stdins {
+					if s != victim {
+						in.Close()
+					}
+				}
+			}
 		}()
 	}
+	startsOK.Do(func() { close(started) })
 	lines.Wait()
 	for r, c := range cmds {
 		out := outs[r].String()
@@ -171,10 +197,16 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 			continue
 		}
 		if r == victim {
+			if fault == "stoplong" {
+				require.Contains(t, out, "EXPELLED ok", "expelled rank %d:\n%s", r, out)
+			}
 			continue
 		}
 		require.True(t, c.ProcessState.Success(), "survivor rank %d: %v\n%s", r, c.ProcessState, out)
 		require.Contains(t, out, "SURVIVOR ok", "survivor rank %d:\n%s", r, out)
+		if fault == "stoplong" {
+			require.Contains(t, out, "UNCHANGED ok", "survivor rank %d:\n%s", r, out)
+		}
 	}
 	if fault == "stopshort" {
 		if srv != nil {
@@ -227,10 +259,10 @@ func peerFailChild(t *testing.T, spec string) {
 	seg, err := rt.Malloc(ctx, 64)
 	require.NoError(t, err)
 	require.NoError(t, rt.Barrier(ctx))
-	next := (me + 1) % n
-	buf := []byte{byte(me), 1, 2, 3, 4, 5, 6, 7}
+	next, prev := (me+1)%n, (me+n-1)%n
 	var ferr error
 	for i := 0; ; i++ {
+		buf := []byte{byte(me), byte(i), 2, 3, 4, 5, 6, 7}
 		if me == victim {
 			switch {
 			case fault == "exit" && i == 20:
@@ -241,8 +273,11 @@ func peerFailChild(t *testing.T, spec string) {
 			}
 		}
 		if fault == "stopshort" && i == 40 {
-			// The pause was shorter than the failure timeout: a normal end.
+			// The pause was shorter than the failure timeout: a normal end, every Put in place.
 			require.Empty(t, rt.FailedRanks())
+			got := make([]byte, 8)
+			require.NoError(t, rt.Get(ctx, seg, me, 8*prev, got))
+			require.Equal(t, []byte{byte(prev), 39, 2, 3, 4, 5, 6, 7}, got, "rank %d's last put", prev)
 			require.NoError(t, rt.Finalize(ctx))
 			fmt.Println("CLEAN ok")
 			return
@@ -255,16 +290,32 @@ func peerFailChild(t *testing.T, spec string) {
 		}
 	}
 	fmt.Printf("DETECT %d %v\n", time.Now().UnixNano(), ferr)
-	want := fmt.Sprintf("rank %d exited before Finalize", victim)
+	want := peerFailWant(fault, victim, os.Getenv("SLURM_PROCID") == "")
+	var snap []byte
 	if fault == "stoplong" {
-		want = fmt.Sprintf("rank %d silent for the failure timeout (%v)", victim, bootstrap.DefaultFailureTimeout)
 		if me == victim {
-			// Resumed after it was declared failed: it learns so itself.
-			require.True(t, errors.Is(ferr, rma.ErrPeerFailed), "rank %d: %v", me, ferr)
+			// Resumed after it was declared failed: it learns so itself, and nothing of its own
+			// goes through any more.
+			require.ErrorIs(t, ferr, rma.ErrExpelled, "rank %d", me)
+			require.ErrorIs(t, ferr, rma.ErrPeerFailed, "rank %d", me)
 			require.Contains(t, ferr.Error(), want)
+			junk := []byte{0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
+			for r := range n {
+				if r == me {
+					continue
+				}
+				require.ErrorIs(t, rt.Put(ctx, junk, seg, r, 8*me), rma.ErrExpelled, "put to %d", r)
+				require.ErrorIs(t, rt.Put(ctx, junk, seg, r, 32), rma.ErrExpelled, "put to %d", r)
+				require.ErrorIs(t, rt.Acc(ctx, rma.AccInt64, 1, junk, seg, r, 40), rma.ErrExpelled, "acc to %d", r)
+				_, err := rt.Rmw(ctx, rma.FetchAndAddLong, seg, r, 40, 1)
+				require.ErrorIs(t, err, rma.ErrExpelled, "rmw on %d", r)
+			}
+			require.ErrorIs(t, rt.Barrier(ctx), rma.ErrExpelled)
+			fmt.Println("EXPELLED ok")
 			_ = rt.Finalize(ctx)
 			return
 		}
+		snap = peerFailSnapshot(ctx, t, rt, seg, victim)
 	}
 	require.True(t, errors.Is(ferr, rma.ErrPeerFailed), "rank %d: %v", me, ferr)
 	require.Contains(t, ferr.Error(), want)
@@ -280,7 +331,49 @@ func peerFailChild(t *testing.T, spec string) {
 	}
 	require.True(t, slices.Contains(survivors, me))
 	survivorTraffic(ctx, t, rt, seg, survivors)
+	if fault == "stoplong" {
+		// Once the victim is gone (it resumed, tried to write here, and exited), the memory
+		// it could write is as it was when its failure was seen.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		require.Equal(t, snap, peerFailSnapshot(ctx, t, rt, seg, victim), "memory written by the expelled rank")
+		fmt.Println("UNCHANGED ok")
+	}
 	fmt.Println("SURVIVOR ok")
 	err = rt.Finalize(ctx)
 	require.True(t, err == nil || errors.Is(err, rma.ErrPeerFailed), "finalize: %v", err)
+}
+
+// stopTimes are the failure timeout of a job of fault and how long its victim is stopped.
+func stopTimes(fault string) (failTimeout, pause time.Duration) {
+	switch fault {
+	case "stopshort":
+		return 3 * time.Second, 300 * time.Millisecond
+	case "stoplong":
+		return time.Second, 3 * time.Second
+	}
+	return bootstrap.DefaultFailureTimeout, 0
+}
+
+// peerFailWant is what the survivors' errors must say of victim's fault; statuses says the
+// launcher reports exit statuses (goarmci run).
+func peerFailWant(fault string, victim int, statuses bool) string {
+	switch {
+	case fault == "stoplong":
+		ft, _ := stopTimes(fault)
+		return fmt.Sprintf("rank %d silent for the failure timeout (%v)", victim, ft)
+	case !statuses:
+		return fmt.Sprintf("rank %d exited before Finalize (its rendezvous connection closed)", victim)
+	case fault == "kill":
+		return fmt.Sprintf("rank %d was killed by signal 9 (SIGKILL) before Finalize", victim)
+	}
+	return fmt.Sprintf("rank %d exited (status 0) before Finalize", victim)
+}
+
+// peerFailSnapshot is this rank's memory that an expelled victim could write: its slot
+// (8*victim) and bytes 32-47 of seg.
+func peerFailSnapshot(ctx context.Context, t *testing.T, rt *rma.Runtime, seg *rma.Segment, victim int) []byte {
+	b := make([]byte, 24)
+	require.NoError(t, rt.Get(ctx, seg, rt.Rank(), 8*victim, b[:8]))
+	require.NoError(t, rt.Get(ctx, seg, rt.Rank(), 32, b[8:]))
+	return b
 }

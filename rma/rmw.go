@@ -63,7 +63,7 @@ func (r *Runtime) Rmw(ctx context.Context, op RmwOp, seg *Segment, proc, off int
 // (zero-extended for 32-bit ops). off must be aligned to the word. Errors: ErrBadRank, ErrType
 // (misaligned), ErrFreed, ErrOutOfRange, ErrFinalized, ErrTransport, ctx's.
 func (r *Runtime) atomicOp(ctx context.Context, op ibv.Opcode, seg *Segment, proc, off int, compareAdd, swap uint64) (uint64, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return 0, err
 	}

@@ -221,7 +221,10 @@ func (r *Runtime) check() error {
 	return nil
 }
 
-func (r *Runtime) peer(p int) (*peer, error) {
+// peer is rank p's peer, checked for an operation of this rank on it: the rank, the runtime, p's
+// failure and this rank's own (an expelled rank does nothing more: ErrExpelled), and, before a
+// same-node peer's memory is written by this process itself, this rank's membership (checkMember).
+func (r *Runtime) peer(ctx context.Context, p int) (*peer, error) {
 	if r.finalized.Load() {
 		return nil, ErrFinalized
 	}
@@ -231,7 +234,16 @@ func (r *Runtime) peer(p int) (*peer, error) {
 	if err := r.failedErr(p); err != nil {
 		return nil, err
 	}
-	return r.peers[p], nil
+	if err := r.failedErr(r.rank); err != nil {
+		return nil, err // this rank was expelled
+	}
+	pe := r.peers[p]
+	if pe.qp != nil && r.fail.member != nil {
+		if err := r.checkMember(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return pe, nil
 }
 
 // machineOf is the machine part of a host id: hostID's hostname/boot id without the network

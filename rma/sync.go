@@ -17,7 +17,7 @@ import (
 // [Vishnu07 §5.2.1], a completion on every subchannel used). Errors: those of the peer's rank
 // check, ErrPeerFailed, and ctx's.
 func (r *Runtime) Fence(ctx context.Context, proc int) error {
-	pe, err := r.peer(proc)
+	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return err
 	}

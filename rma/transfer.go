@@ -34,7 +34,7 @@ func (x xfer) String() string {
 // rank proc's part of seg: the rank, the shape and the bounds are checked before any byte
 // moves, then the peer's route runs it (route.go).
 func (r *Runtime) transfer(ctx context.Context, x xfer, seg *Segment, proc int, sh shape, shErr error, block bool) (*Handle, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (r *Runtime) transfer(ctx context.Context, x xfer, seg *Segment, proc int, 
 // contiguous issues a contiguous transfer of len(local) bytes at byte offset off of proc's part
 // (the hot path: checked as transfer does, run without building a shape).
 func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Segment, proc, off int, block bool) (*Handle, error) {
-	pe, err := r.peer(proc)
+	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return nil, err
 	}

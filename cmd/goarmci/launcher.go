@@ -90,7 +90,9 @@ func (j *job) run(ctx context.Context) int {
 		failTimeout, partTimeout = c.FailureTimeout, c.PartitionTimeout
 	}
 	// The job's secret: the ranks get it in their environment (never on a command line) and
-	// prove it to the rendezvous, which proves it back (internal/bootstrap auth.go).
+	// prove it to the rendezvous, which proves it back (internal/bootstrap auth.go). The launcher
+	// waits for every rank: it tells the rendezvous how each ended, so the survivors' errors say
+	// it ("rank 1 was killed by signal 9 (SIGKILL) before Finalize").
 	key, err := secret.New()
 	if err != nil {
 		ln.Close()
@@ -98,7 +100,8 @@ func (j *job) run(ctx context.Context) int {
 		return 1
 	}
 	srv, err := bootstrap.NewServer(ln, j.np, bootstrap.WithJobID(jobID), bootstrap.WithSecret(key),
-		bootstrap.WithServerFailureTimeout(failTimeout), bootstrap.WithServerPartitionTimeout(partTimeout))
+		bootstrap.WithServerFailureTimeout(failTimeout), bootstrap.WithServerPartitionTimeout(partTimeout),
+		bootstrap.WithExitStatuses())
 	if err != nil {
 		ln.Close()
 		say("rendezvous: %v", err)
@@ -165,6 +168,9 @@ func (j *job) run(ctx context.Context) int {
 		go func() {
 			defer waiters.Done()
 			err := cmd.Wait()
+			if st, ok := exitStatus(cmd); ok {
+				srv.RankExited(r, st)
+			}
 			exits <- rankExit{rank: r, code: exitCode(cmd, err), err: err}
 		}()
 	}
@@ -229,12 +235,15 @@ func (j *job) run(ctx context.Context) int {
 				firstCode = 128 + int(sig)
 			}
 		case <-timeoutC:
-			say("job timeout %v reached; stopping the ranks", j.timeout)
+			// As mpirun --get-stack-traces: SIGQUIT makes a Go rank print every goroutine's
+			// stack on its stderr (prefixed with its rank here) and exit with status 2; what is
+			// left after the grace is killed.
+			say("job timeout %v reached; the ranks' goroutine stacks follow (SIGQUIT), then they are stopped", j.timeout)
 			if firstCode == 0 {
 				firstCode = exitTimeout
 			}
 			stopping = true
-			stop(syscall.SIGTERM)
+			stop(syscall.SIGQUIT)
 			startKillTimer()
 		case <-killC:
 			stop(syscall.SIGKILL)
@@ -269,9 +278,24 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return 1
 }
 
+// exitStatus is how cmd's process ended, once waited for; false when it never ran.
+func exitStatus(cmd *exec.Cmd) (bootstrap.ExitStatus, bool) {
+	if cmd.ProcessState == nil {
+		return bootstrap.ExitStatus{}, false
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return bootstrap.Exited(cmd.ProcessState.ExitCode()), true
+	case ws.Signaled():
+		return bootstrap.Killed(ws.Signal()), true
+	}
+	return bootstrap.Exited(ws.ExitStatus()), true
+}
+
 func describeExit(e rankExit) string {
 	if e.code > 128 && e.code < 128+65 {
-		return fmt.Sprintf("killed by %v", syscall.Signal(e.code-128))
+		return "killed by " + bootstrap.Killed(syscall.Signal(e.code-128)).String()
 	}
 	return fmt.Sprintf("exit code %d", e.code)
 }

@@ -39,7 +39,11 @@ func newRunCmd() *cobra.Command {
 (a directory such as ./examples/nas/cg, a .go file or an import path) is built once first.
 Each output line is prefixed with its rank ("[3] ..."). SIGINT and SIGTERM are forwarded to
 every rank. When a rank fails, the others are stopped and run exits with the failing rank's
-exit code (128+signal for a rank killed by a signal, 124 when --timeout expires).`,
+exit code (128+signal for a rank killed by a signal, 124 when --timeout expires). run tells
+the rendezvous how every rank ended, so the other ranks' errors say it ("rank 1 was killed by
+signal 9 (SIGKILL) before Finalize"). When --timeout expires, every rank is sent SIGQUIT
+first: a Go rank prints all its goroutines' stacks (each line prefixed with its rank) and
+exits; ranks still running after --grace are killed.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError("run: missing PROGRAM or PACKAGE")
@@ -83,7 +87,7 @@ exit code (128+signal for a rank killed by a signal, 124 when --timeout expires)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after PROGRAM belong to it
 	fl.IntVarP(&f.np, "np", "n", 0, "number of ranks (also -np N, as mpirun)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole job; 0 = none (exit code 124 when hit)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the whole job; 0 = none (when hit: the ranks' goroutine stacks (SIGQUIT), exit code 124)")
 	fl.DurationVar(&f.startupTimeout, "startup-timeout", 0, "sets GOARMCI_STARTUP_TIMEOUT (deadline of the ranks' start-up waits)")
 	fl.StringVar(&f.transport, "transport", "", "shortcut for GOARMCI_TRANSPORT (auto, shm or tcp)")
 	fl.DurationVar(&f.grace, "grace", 3*time.Second, "after stopping ranks with SIGTERM, wait this long before SIGKILL")

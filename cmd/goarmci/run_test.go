@@ -109,7 +109,7 @@ func TestRunProgressLines(t *testing.T) {
 	code, _, errOut = runCLI(t, "run", "-np", "2", "--progress", "--grace", "200ms", rankExe, "fail", "1", "7")
 	assert.Equal(t, 7, code)
 	assert.Contains(t, errOut, "goarmci: run: rank 1 finished, exit code 7 (1/2 ranks finished, ")
-	assert.Regexp(t, `goarmci: run: rank 0 finished, killed by terminated \(2/2 ranks finished, [0-9.]+s\)`, errOut)
+	assert.Regexp(t, `goarmci: run: rank 0 finished, killed by signal 15 \(SIGTERM\) \(2/2 ranks finished, [0-9.]+s\)`, errOut)
 
 	_, _, errOut = runCLI(t, "run", "-np", "2", rankExe)
 	assert.NotContains(t, errOut, "goarmci: run:", "off by default")
@@ -125,7 +125,37 @@ func TestRunFailurePropagates(t *testing.T) {
 func TestRunSignaledRank(t *testing.T) {
 	code, _, errOut := runCLI(t, "run", "-np", "2", rankExe, "selfkill", "1")
 	assert.Equal(t, 128+int(syscall.SIGKILL), code)
-	assert.Contains(t, errOut, "rank 1 failed (killed by killed)")
+	assert.Contains(t, errOut, "rank 1 failed (killed by signal 9 (SIGKILL))")
+}
+
+// TestRunSurvivorsSeeExitStatus: the launcher tells the rendezvous how a rank ended, so the
+// survivors' errors say it in the user's terms.
+func TestRunSurvivorsSeeExitStatus(t *testing.T) {
+	for _, tc := range []struct{ how, want string }{
+		{"3", "rank 1 exited (status 3) before Finalize"},
+		{"0", "rank 1 exited (status 0) before Finalize"},
+		{"kill", "rank 1 was killed by signal 9 (SIGKILL) before Finalize"},
+	} {
+		t.Run(tc.how, func(t *testing.T) {
+			_, out, errOut := runCLI(t, "run", "-np", "3", "--grace", "5s", rankExe, "report", "1", tc.how)
+			for _, r := range []int{0, 2} {
+				assert.Contains(t, out, fmt.Sprintf("[%d] barrier: ", r), "stderr: %s", errOut)
+				assert.Contains(t, out, fmt.Sprintf("[%d] barrier: %s\n", r, tc.want), "stderr: %s", errOut)
+			}
+		})
+	}
+}
+
+// TestRunTimeoutPrintsStacks: when --timeout fires, every rank prints its goroutine stacks
+// (SIGQUIT) before it is stopped: the ranks waiting for the sleeping one show the barrier.
+func TestRunTimeoutPrintsStacks(t *testing.T) {
+	code, _, errOut := runCLI(t, "run", "-np", "3", "--timeout", "2s", rankExe, "hang", "1")
+	assert.Equal(t, exitTimeout, code)
+	assert.Contains(t, errOut, "goroutine stacks follow")
+	for _, r := range []int{0, 2} {
+		assert.Regexp(t, fmt.Sprintf(`(?m)^\[%d\] .*bootstrap\.\(\*Client\)\.Barrier`, r), errOut)
+	}
+	assert.Regexp(t, `(?m)^\[1\] time\.Sleep`, errOut, "the sleeping rank's stack too")
 }
 
 func TestRunTimeout(t *testing.T) {

@@ -49,9 +49,16 @@ type Client struct {
 	failures    map[int]*PeerFailure
 	onFail      []func(rank int, cause error)
 	expelled    bool        // this rank was declared failed
-	closing     atomic.Bool // Close or abort started: the connection's end is ours
-	pingStop    chan struct{}
-	pingDone    chan struct{}
+	expelledA   atomic.Bool // expelled, for Member's fast path
+	// Membership lease (Member): base is the clock's origin; confirmed is the send time (since
+	// base, ns) of the latest heartbeat the rendezvous answered (mPong); pongWake is closed and
+	// replaced at every answer.
+	base      time.Time
+	confirmed atomic.Int64
+	pongWake  chan struct{}
+	closing   atomic.Bool // Close or abort started: the connection's end is ours
+	pingStop  chan struct{}
+	pingDone  chan struct{}
 
 	collMu  sync.Mutex // one collective at a time
 	seq     uint64     // collectives entered
@@ -384,6 +391,22 @@ func (c *Client) readLoop() {
 		switch f.typ {
 		case mPing:
 			continue
+		case mPong:
+			d := dec{b: f.payload}
+			token := int64(d.u64())
+			if d.done() != nil || token < 0 {
+				c.fail(fmt.Errorf("%w: malformed heartbeat answer", ErrProtocol))
+				c.conn.Close()
+				return
+			}
+			c.mu.Lock()
+			if token > c.confirmed.Load() {
+				c.confirmed.Store(token)
+			}
+			close(c.pongWake)
+			c.pongWake = make(chan struct{})
+			c.mu.Unlock()
+			continue
 		case mPeerFailed:
 			pf, err := decodePeerFailed(f.payload, c.info.Size)
 			if err != nil {
@@ -457,6 +480,11 @@ func (c *Client) peerFailed(pf *PeerFailure, f frame) {
 	c.failures[pf.Rank] = pf
 	if pf.Rank == c.info.Rank {
 		c.expelled = true
+		c.expelledA.Store(true)
+		if c.pongWake != nil {
+			close(c.pongWake) // Member's waiters learn it
+			c.pongWake = make(chan struct{})
+		}
 	}
 	if pf.Rank == c.hostRank {
 		c.det.fail(0)
@@ -523,7 +551,7 @@ func (c *Client) heartbeat() {
 			if c.closing.Load() {
 				return
 			}
-			_ = c.write(mPing, pingPayload)
+			c.ping()
 			at, acked := hostAckedAt(c.conn, now)
 			c.mu.Lock()
 			if acked {
@@ -536,6 +564,66 @@ func (c *Client) heartbeat() {
 			}
 		}
 	}
+}
+
+// ping sends a heartbeat whose token is the time since base: the rendezvous' answer (mPong)
+// renews the membership lease from then (Member). It returns the token.
+func (c *Client) ping() int64 {
+	token := int64(time.Since(c.base))
+	var e enc
+	e.u64(uint64(token))
+	_ = c.write(mPing, e.b)
+	return token
+}
+
+// Member checks that this rank is still a member of the job, before it writes to another rank's
+// memory itself (shared memory, where no network layer of the target can refuse it): nil when
+// the rendezvous answered a heartbeat this rank sent less than half the failure timeout ago
+// (the rendezvous declares a rank only after a silence of 7/8 of it: a write now lands before any
+// declaration); else — the process was stopped or starved — it sends a heartbeat and waits for
+// the answer. Errors: this rank's *PeerFailure (errors.Is ErrPeerLost) when it was declared failed
+// (the rendezvous sends that notice before it stops answering), ctx's error. Without heartbeats
+// (failure timeout 0), or once the rendezvous is gone (no rank can be declared any more), only a
+// notice already received fails it. The fast path costs a clock read and two atomic loads.
+func (c *Client) Member(ctx context.Context) error {
+	if c.expelledA.Load() {
+		return c.selfFailure()
+	}
+	if c.failTimeout <= 0 || time.Since(c.base)-time.Duration(c.confirmed.Load()) < c.failTimeout/2 {
+		return nil
+	}
+	token := c.ping()
+	for {
+		c.mu.Lock()
+		wake, ok := c.pongWake, c.confirmed.Load() >= token
+		c.mu.Unlock()
+		if c.expelledA.Load() {
+			return c.selfFailure()
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-c.readerDone:
+			if c.expelledA.Load() {
+				return c.selfFailure()
+			}
+			return nil // no rendezvous: nobody can declare this rank any more
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// selfFailure is this rank's own failure record (it was declared failed).
+func (c *Client) selfFailure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pf := c.failures[c.info.Rank]; pf != nil {
+		return pf
+	}
+	return fmt.Errorf("%w: rank %d was declared failed", ErrPeerLost, c.info.Rank)
 }
 
 // stopHeartbeat stops the heartbeat goroutine, if any, and waits for it.

@@ -178,7 +178,9 @@ func Connect(ctx context.Context, info Info, opts ...Option) (_ *Client, err err
 		return nil, fmt.Errorf("%w: answer %d to hello", ErrProtocol, f.typ)
 	}
 	c.det = newDetector(1, c.failTimeout, c.partTimeout)
-	c.det.join(0, time.Now())
+	c.base = time.Now()
+	c.pongWake = make(chan struct{})
+	c.det.join(0, c.base)
 	c.reading = true
 	go c.readLoop()
 	if c.failTimeout > 0 {

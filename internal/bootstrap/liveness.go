@@ -43,13 +43,16 @@ const (
 )
 
 // PeerFailure is the error describing one failed rank, in the user's terms ("rank 1 exited
-// before Finalize"). errors.Is(err, ErrPeerLost) holds for it.
+// (status 3) before Finalize"). errors.Is(err, ErrPeerLost) holds for it.
 type PeerFailure struct {
 	Rank   int
 	Reason FailReason
 	// After is the timeout that expired (FailSilent: the failure timeout; FailUnreachable: the
 	// partition timeout plus the failure timeout).
 	After time.Duration
+	// Exit is how the rank's process ended, when its launcher told the rendezvous (goarmci run
+	// hosts the rendezvous and waits for its ranks: Server.RankExited); only with FailExited.
+	Exit ExitStatus
 }
 
 func (e *PeerFailure) Error() string {
@@ -59,7 +62,101 @@ func (e *PeerFailure) Error() string {
 	case FailUnreachable:
 		return fmt.Sprintf("rank %d unreachable for %v (network partition or host down) before Finalize", e.Rank, e.After)
 	}
-	return fmt.Sprintf("rank %d exited before Finalize", e.Rank)
+	switch {
+	case e.Exit.Signal != 0:
+		return fmt.Sprintf("rank %d was killed by %v before Finalize", e.Rank, e.Exit)
+	case e.Exit.Known:
+		return fmt.Sprintf("rank %d exited (%v) before Finalize", e.Rank, e.Exit)
+	}
+	return fmt.Sprintf("rank %d exited before Finalize (its rendezvous connection closed)", e.Rank)
+}
+
+// ExitStatus is how a rank's process ended, as its launcher's wait(2) saw it. The zero value is
+// "unknown" (launchers other than goarmci run do not tell the rendezvous).
+type ExitStatus struct {
+	Known  bool
+	Code   int            // exit status (0-255) when Signal is 0
+	Signal syscall.Signal // the signal that killed the process, 0 when it exited
+}
+
+// Exited is the status of a process that exited with code.
+func Exited(code int) ExitStatus { return ExitStatus{Known: true, Code: code} }
+
+// Killed is the status of a process killed by sig.
+func Killed(sig syscall.Signal) ExitStatus { return ExitStatus{Known: true, Signal: sig} }
+
+// String is "status 3", "signal 9 (SIGKILL)" or "unknown status".
+func (s ExitStatus) String() string {
+	switch {
+	case !s.Known:
+		return "unknown status"
+	case s.Signal != 0:
+		if name := unix.SignalName(s.Signal); name != "" {
+			return fmt.Sprintf("signal %d (%s)", int(s.Signal), name)
+		}
+		return fmt.Sprintf("signal %d", int(s.Signal))
+	}
+	return fmt.Sprintf("status %d", s.Code)
+}
+
+// exitWaitBound bounds how long the rendezvous of goarmci run holds back the failure notice of a
+// rank whose connection closed, waiting for the launcher to report its exit status: the kernel
+// closes a process's sockets as it exits, just before its parent's wait(2) returns, so the status
+// follows the close by well under a millisecond unless the launcher is starved.
+const exitWaitBound = 100 * time.Millisecond
+
+// exitWait is the pure core deciding when the rendezvous of a launcher that reports exit statuses
+// (goarmci run: Server.RankExited) declares a rank whose connection closed before its goodbye: at
+// once when its status is known, else when the status arrives or exitWaitBound after the close,
+// whichever comes first (the notice then says the connection closed). Holding the notice, rather
+// than sending it at once and amending it later, gives every survivor the same, complete message
+// in its first error, at a cost of at most the bound in detection time. Time in, decisions out.
+type exitWait struct {
+	bound    time.Duration
+	status   []ExitStatus
+	closedAt []time.Time // zero: not waiting
+}
+
+func newExitWait(n int, bound time.Duration) *exitWait {
+	return &exitWait{bound: bound, status: make([]ExitStatus, n), closedAt: make([]time.Time, n)}
+}
+
+// closed records that k's connection closed at now; it reports whether k is to be declared now
+// (its status is known), else k waits.
+func (w *exitWait) closed(k int, now time.Time) bool {
+	if k < 0 || k >= len(w.status) {
+		return false
+	}
+	if w.status[k].Known {
+		return true
+	}
+	w.closedAt[k] = now
+	return false
+}
+
+// exited records k's exit status; it reports whether k was waiting for it (declare it now).
+func (w *exitWait) exited(k int, st ExitStatus) bool {
+	if k < 0 || k >= len(w.status) || w.status[k].Known {
+		return false
+	}
+	w.status[k] = st
+	if w.closedAt[k].IsZero() {
+		return false
+	}
+	w.closedAt[k] = time.Time{}
+	return true
+}
+
+// due returns the waiting ranks whose bound has passed at now; they wait no longer.
+func (w *exitWait) due(now time.Time) []int {
+	var out []int
+	for k, at := range w.closedAt {
+		if !at.IsZero() && now.Sub(at) >= w.bound {
+			w.closedAt[k] = time.Time{}
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Is makes a PeerFailure match ErrPeerLost.
@@ -205,6 +302,13 @@ func encodePeerFailed(pf *PeerFailure) []byte {
 	e.u32(uint32(pf.Rank))
 	e.u8(byte(pf.Reason))
 	e.u64(uint64(pf.After))
+	var known byte
+	if pf.Exit.Known {
+		known = 1
+	}
+	e.u8(known)
+	e.u32(uint32(pf.Exit.Code))
+	e.u8(byte(pf.Exit.Signal))
 	return e.b
 }
 
@@ -213,13 +317,17 @@ func decodePeerFailed(p []byte, size int) (*PeerFailure, error) {
 	d := dec{b: p}
 	d.u64()
 	rank, reason, after := d.u32(), d.u8(), d.u64()
+	known, code, sig := d.u8(), d.u32(), d.u8()
 	if err := d.done(); err != nil {
 		return nil, err
 	}
-	if int64(rank) >= int64(size) || reason < byte(FailExited) || reason > byte(FailUnreachable) || after > 1<<62 {
-		return nil, fmt.Errorf("%w: peer failure of rank %d, reason %d in a job of %d", ErrProtocol, rank, reason, size)
+	if int64(rank) >= int64(size) || reason < byte(FailExited) || reason > byte(FailUnreachable) || after > 1<<62 ||
+		known > 1 || code > 255 || sig > 64 || known == 0 && (code != 0 || sig != 0) {
+		return nil, fmt.Errorf("%w: peer failure of rank %d, reason %d, status %d/%d/%d in a job of %d", ErrProtocol,
+			rank, reason, known, code, sig, size)
 	}
-	return &PeerFailure{Rank: int(rank), Reason: FailReason(reason), After: time.Duration(after)}, nil
+	return &PeerFailure{Rank: int(rank), Reason: FailReason(reason), After: time.Duration(after),
+		Exit: ExitStatus{Known: known == 1, Code: int(code), Signal: syscall.Signal(sig)}}, nil
 }
 
 // pingPayload is mPing's payload.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,7 +87,20 @@ func TestPeerFailedFrame(t *testing.T) {
 	assert.Equal(t, "rank 3 silent for the failure timeout (1.5s): stopped or hung before Finalize", got.Error())
 	assert.Equal(t, "rank 2 unreachable for 32s (network partition or host down) before Finalize",
 		(&PeerFailure{Rank: 2, Reason: FailUnreachable, After: 32 * time.Second}).Error())
-	assert.Equal(t, "rank 1 exited before Finalize", (&PeerFailure{Rank: 1, Reason: FailExited}).Error())
+	assert.Equal(t, "rank 1 exited before Finalize (its rendezvous connection closed)", (&PeerFailure{Rank: 1, Reason: FailExited}).Error())
+	assert.Equal(t, "rank 1 exited (status 3) before Finalize", (&PeerFailure{Rank: 1, Reason: FailExited, Exit: Exited(3)}).Error())
+	assert.Equal(t, "rank 1 was killed by signal 9 (SIGKILL) before Finalize",
+		(&PeerFailure{Rank: 1, Reason: FailExited, Exit: Killed(syscall.SIGKILL)}).Error())
+	for _, st := range []ExitStatus{Exited(0), Exited(255), Killed(syscall.SIGSEGV)} {
+		want := &PeerFailure{Rank: 2, Reason: FailExited, Exit: st}
+		got, err := decodePeerFailed(encodePeerFailed(want), 4)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	for _, st := range []ExitStatus{{Known: true, Code: 256}, {Known: true, Signal: 65}, {Code: 1}} {
+		_, err = decodePeerFailed(encodePeerFailed(&PeerFailure{Rank: 2, Reason: FailExited, Exit: st}), 4)
+		assert.ErrorIs(t, err, ErrProtocol, "bad status %+v", st)
+	}
 	_, err = decodePeerFailed(f.payload, 3)
 	assert.ErrorIs(t, err, ErrProtocol, "rank outside the job")
 	bad := encodePeerFailed(&PeerFailure{Rank: 0, Reason: 4})
@@ -157,7 +171,7 @@ func TestPeerFailureDeclared(t *testing.T) {
 		rank, cause := logs[r].wait(t, ctx)
 		require.Equal(t, 2, rank, "rank %d", r)
 		require.ErrorIs(t, cause, ErrPeerLost)
-		require.Equal(t, "rank 2 exited before Finalize", cause.Error())
+		require.Equal(t, "rank 2 exited before Finalize (its rendezvous connection closed)", cause.Error())
 		_, err := clients[r].AllGather(ctx, nil)
 		require.ErrorIs(t, err, ErrPeerLost, "collectives fail after a failure")
 	}
@@ -326,4 +340,107 @@ func TestCleanEndsNotDeclared(t *testing.T) {
 	for _, l := range logs {
 		assert.Empty(t, l.ch)
 	}
+}
+
+func TestExitWaitCore(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := newExitWait(4, 100*time.Millisecond)
+	// Close first: held until the status arrives.
+	assert.False(t, w.closed(1, t0))
+	assert.Empty(t, w.due(t0.Add(99*time.Millisecond)))
+	assert.True(t, w.exited(1, Killed(syscall.SIGKILL)), "the held notice goes out with the status")
+	assert.Empty(t, w.due(t0.Add(time.Hour)), "no longer held")
+	// Status first: the close is declared at once.
+	assert.False(t, w.exited(2, Exited(3)), "not closed yet: nothing to declare")
+	assert.True(t, w.closed(2, t0))
+	// No status within the bound: declared without.
+	assert.False(t, w.closed(3, t0))
+	assert.Empty(t, w.due(t0.Add(99*time.Millisecond)))
+	assert.Equal(t, []int{3}, w.due(t0.Add(100*time.Millisecond)))
+	assert.False(t, w.exited(3, Exited(1)), "a status after the notice changes nothing")
+	// Outside the job: ignored.
+	assert.False(t, w.closed(4, t0))
+	assert.False(t, w.exited(-1, Exited(1)))
+}
+
+// TestExitStatusInNotice: with a launcher that reports exit statuses (goarmci run), a rank whose
+// connection closes before its goodbye is declared with its status, whether the status comes
+// after the close or before; without a status within the bound the notice says the connection
+// closed.
+func TestExitStatusInNotice(t *testing.T) {
+	const size = 4
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s, err := NewServer(ln, size, WithExitStatuses())
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clients := connectRanks(t, ctx, s, size)
+	log := watch(clients[0])
+	clients[1].conn.Close() // status after the close
+	time.Sleep(10 * time.Millisecond)
+	s.RankExited(1, Killed(syscall.SIGKILL))
+	s.RankExited(2, Exited(3)) // status before the close
+	clients[2].conn.Close()
+	clients[3].conn.Close() // no status at all
+	got := map[int]string{}
+	for range 3 {
+		r, cause := log.wait(t, ctx)
+		got[r] = cause.Error()
+	}
+	assert.Equal(t, map[int]string{
+		1: "rank 1 was killed by signal 9 (SIGKILL) before Finalize",
+		2: "rank 2 exited (status 3) before Finalize",
+		3: "rank 3 exited before Finalize (its rendezvous connection closed)",
+	}, got)
+	require.NoError(t, clients[0].Close())
+}
+
+// TestLateFrameOfFailedRankIgnored: a frame from an incarnation declared failed (a stopped rank
+// resuming) changes nothing and ends its connection.
+func TestLateFrameOfFailedRankIgnored(t *testing.T) {
+	s := startServer(t, 2)
+	sc := &sconn{rank: 1, inc: 1}
+	s.mu.Lock()
+	s.incarnations, s.failedInc[1] = 1, 1
+	s.mu.Unlock()
+	var e enc
+	e.u64(7)
+	e.str("late")
+	e.bytes([]byte("x"))
+	msgs, stop := s.handle(sc, frame{typ: mPut, payload: e.b})
+	assert.Empty(t, msgs)
+	assert.True(t, stop)
+	s.mu.Lock()
+	_, stored := s.kv["late"]
+	s.mu.Unlock()
+	assert.False(t, stored)
+}
+
+// TestMemberExpelled: a rank whose heartbeats stop (a stopped process, as its rendezvous sees
+// it) is declared failed; Member then returns its own failure, while it returns nil on a live
+// rank.
+func TestMemberExpelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s, err := NewServer(ln, 2, WithServerFailureTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clients := connectRanks(t, ctx, s, 2)
+	require.NoError(t, clients[0].Member(ctx))
+	log := watch(clients[1])
+	clients[1].stopHeartbeat() // silent from now on
+	r, _ := log.wait(t, ctx)
+	require.Equal(t, 1, r)
+	err = clients[1].Member(ctx)
+	var pf *PeerFailure
+	require.True(t, errors.As(err, &pf), "%v", err)
+	assert.Equal(t, 1, pf.Rank)
+	assert.Equal(t, FailSilent, pf.Reason)
+	require.NoError(t, clients[0].Member(ctx), "the live rank is still a member")
+	clients[1].Close()
+	clients[0].Close()
 }

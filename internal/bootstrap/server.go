@@ -47,6 +47,15 @@ type Server struct {
 	failed  error
 	det     *detector // one member per rank
 	peerErr []*PeerFailure
+	// Incarnations: every join gets the next number; a failure records the incarnation it
+	// ended, and frames from that incarnation or older are ignored (a stopped rank that resumes
+	// after it was declared failed changes nothing).
+	incarnations uint64
+	failedInc    []uint64 // by rank; 0: not failed
+	// Exit statuses reported by the launcher hosting the server (WithExitStatuses), or nil.
+	exits      *exitWait
+	exitTimers map[uint64]*time.Timer // held notices' timers, by number
+	nextTimer  uint64
 
 	done     chan struct{} // closed when every rank joined and left
 	closed   chan struct{}
@@ -57,7 +66,8 @@ type Server struct {
 
 type sconn struct {
 	c    net.Conn
-	rank int // -1 before hello
+	rank int    // -1 before hello
+	inc  uint64 // incarnation, set at hello
 	wmu  sync.Mutex
 	bye  bool
 }
@@ -97,6 +107,14 @@ func WithServerFailureTimeout(d time.Duration) ServerOption {
 // to every rank. Default DefaultPartitionTimeout.
 func WithServerPartitionTimeout(d time.Duration) ServerOption {
 	return func(s *Server) { s.partTimeout = max(d, 0) }
+}
+
+// WithExitStatuses says that the launcher hosting the server reports how every rank's process
+// ended (RankExited), as goarmci run does: the failure notice of a rank whose connection closes
+// before its goodbye then waits for its status, at most exitWaitBound (100 ms), so that the
+// survivors' errors say it ("rank 1 was killed by signal 9 (SIGKILL) before Finalize").
+func WithExitStatuses() ServerOption {
+	return func(s *Server) { s.exits = newExitWait(s.size, exitWaitBound) }
 }
 
 // DefaultFailureTimeout is the default failure timeout (GOARMCI_FAILURE_TIMEOUT).
@@ -141,6 +159,8 @@ func NewServer(ln net.Listener, size int, opts ...ServerOption) (*Server, error)
 	}
 	s.det = newDetector(size, s.failTimeout, s.partTimeout)
 	s.peerErr = make([]*PeerFailure, size)
+	s.failedInc = make([]uint64, size)
+	s.exitTimers = map[uint64]*time.Timer{}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	if s.failTimeout > 0 {
@@ -161,6 +181,42 @@ func (s *Server) Failed() []int {
 		}
 	}
 	return out
+}
+
+// RankExited reports how rank's process ended (the launcher's wait(2); see WithExitStatuses). A
+// rank whose connection closed before its goodbye and whose notice waits for this is declared
+// now, its status in the notice; a status reported first is used when the close follows. Ranks
+// outside the job, and statuses after the notice went out, are ignored.
+func (s *Server) RankExited(rank int, st ExitStatus) {
+	if s.exits == nil || rank < 0 || rank >= s.size {
+		return
+	}
+	st.Known = true
+	var msgs []out
+	s.mu.Lock()
+	if s.exits.exited(rank, st) {
+		msgs = s.declareLocked(&PeerFailure{Rank: rank, Reason: FailExited, Exit: st})
+	}
+	s.mu.Unlock()
+	s.send(msgs)
+}
+
+// exitWaitDue is the timer of a notice held for an exit status: the ones whose bound passed go
+// out without it.
+func (s *Server) exitWaitDue(id uint64) {
+	defer s.wg.Done()
+	var msgs []out
+	s.mu.Lock()
+	delete(s.exitTimers, id)
+	select {
+	case <-s.closed:
+	default:
+		for _, r := range s.exits.due(time.Now()) {
+			msgs = append(msgs, s.declareLocked(&PeerFailure{Rank: r, Reason: FailExited})...)
+		}
+	}
+	s.mu.Unlock()
+	s.send(msgs)
 }
 
 // heartbeat is the server's driver of the detector's clock: every heartbeatEvery it declares
@@ -213,6 +269,11 @@ func (s *Server) declareLocked(pf *PeerFailure) []out {
 		return nil
 	}
 	s.peerErr[pf.Rank] = pf
+	if sc := s.ranks[pf.Rank]; sc != nil {
+		s.failedInc[pf.Rank] = sc.inc
+	} else {
+		s.failedInc[pf.Rank] = s.incarnations // its connection is gone: no later frame anyway
+	}
 	if s.failed == nil {
 		s.failed = pf
 	}
@@ -270,6 +331,12 @@ func (s *Server) Close() error {
 		s.mu.Lock()
 		for sc := range s.conns {
 			sc.c.Close()
+		}
+		for id, t := range s.exitTimers {
+			if t.Stop() {
+				delete(s.exitTimers, id)
+				s.wg.Done() // its callback will not run
+			}
 		}
 		s.mu.Unlock()
 	})
@@ -426,16 +493,24 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 	if sc.rank < 0 && f.typ != mHello {
 		return []out{errorMsg(sc, 0, ekProtocol, fmt.Sprintf("message type %d before hello", f.typ))}, true
 	}
+	if sc.rank >= 0 && sc.inc <= s.failedInc[sc.rank] {
+		// A late frame of an incarnation declared failed (a stopped rank resumed): ignored, and
+		// its connection closed; it was told (mPeerFailed of its own rank).
+		s.log.Debug().Int("peer", sc.rank).Uint64("incarnation", sc.inc).Msg("rendezvous: frame of a failed rank ignored")
+		return nil, true
+	}
 	if sc.rank >= 0 {
 		s.det.heard(sc.rank, now)
 	}
 	switch f.typ {
 	case mPing:
-		d.u64()
+		token := d.u64()
 		if err := d.done(); err != nil {
 			return []out{errorMsg(sc, 0, ekProtocol, "malformed heartbeat")}, true
 		}
-		return nil, false
+		var e enc
+		e.u64(token)
+		return []out{{sc, mPong, e.b}}, false // the rank is a member: it may go on
 
 	case mHello:
 		h, err := decodeHello(f.payload)
@@ -456,6 +531,8 @@ func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
 			return []out{errorMsg(sc, 0, ekRefused, fmt.Sprintf("rank %d joined twice", rank))}, true
 		}
 		sc.rank = rank
+		s.incarnations++
+		sc.inc = s.incarnations
 		s.ranks[rank] = sc
 		s.joined++
 		s.det.join(rank, now)
@@ -593,7 +670,18 @@ func (s *Server) dropped(sc *sconn, cause error) {
 		default:
 			if reason, ok := s.det.closed(r); ok {
 				s.log.Debug().Int("peer", r).Err(cause).Msg("rendezvous: connection closed before goodbye")
-				msgs = s.declareLocked(&PeerFailure{Rank: r, Reason: reason})
+				switch {
+				case s.exits == nil:
+					msgs = s.declareLocked(&PeerFailure{Rank: r, Reason: reason})
+				case s.exits.closed(r, time.Now()):
+					msgs = s.declareLocked(&PeerFailure{Rank: r, Reason: reason, Exit: s.exits.status[r]})
+				default:
+					// Hold the notice for the exit status; the timer sends it without.
+					s.nextTimer++
+					id := s.nextTimer
+					s.wg.Add(1)
+					s.exitTimers[id] = time.AfterFunc(s.exits.bound, func() { s.exitWaitDue(id) })
+				}
 			}
 		}
 		if s.left == s.size {

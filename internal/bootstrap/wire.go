@@ -21,8 +21,10 @@ import (
 // heartbeat of both directions, mPeerFailed declares a rank failed to the others. Version 3 added
 // the job-secret handshake before a rank joins (auth.go): the hello carries a nonce, mChallenge
 // and mAuth prove the secret both ways, the welcome hands out the secret of an unkeyed service.
+// Version 4: mPeerFailed carries the failed rank's exit status when its launcher reported it, a
+// rank's heartbeat carries a token the rendezvous echoes (mPong) while the rank is a member.
 const (
-	wireVersion = 3
+	wireVersion = 4
 	headerLen   = 6
 	// maxFrame bounds one message's payload (bytes); AllGather results are one frame.
 	maxFrame = 256 << 20
@@ -43,11 +45,12 @@ const (
 	mBye          byte = 11 // c→s: id u64
 	mByeAck       byte = 12 // s→c: id u64
 	mError        byte = 13 // s→c: id u64 (0 = whole connection), kind u8, message str
-	mPing         byte = 14 // c→s and s→c: id u64 (= 0); heartbeat, no answer
-	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns)
+	mPing         byte = 14 // c→s: token u64, answered by mPong; s→c: id u64 (= 0), no answer; heartbeats
+	mPeerFailed   byte = 15 // s→c: id u64 (= 0), rank u32, reason u8, after u64 (ns), exit known u8, code u32, signal u8
 	mChallenge    byte = 16 // s→c: keyed u8, nonce str, proof str (auth.go)
 	mAuth         byte = 17 // c→s: proof str
-	mLast              = mAuth
+	mPong         byte = 18 // s→c: token u64 of the rank's mPing, sent while the rank is a member (not failed)
+	mLast              = mPong
 )
 
 // Error kinds carried by mError.

@@ -6,12 +6,16 @@
 //	sleep              every rank blocks until killed (signal forwarding test)
 //	partial            print a last line without newline
 //	selfkill R         rank R kills itself with SIGKILL after the exchange
+//	report R CODE|kill rank R exits with CODE (or kills itself with SIGKILL) after the exchange;
+//	                   the others ignore SIGTERM, print their barrier's error and exit 0
+//	hang R             rank R sleeps; the others wait for it in a barrier (until killed)
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +67,24 @@ func main() {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 		time.Sleep(time.Hour)
+	case "report":
+		r, _ := strconv.Atoi(os.Args[2])
+		if c.Rank() == r {
+			if os.Args[3] == "kill" {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			code, _ := strconv.Atoi(os.Args[3])
+			os.Exit(code)
+		}
+		signal.Ignore(syscall.SIGTERM) // goarmci run stops the others when a rank fails
+		fmt.Printf("barrier: %v\n", c.Barrier(context.Background()))
+		os.Exit(0)
+	case "hang":
+		r, _ := strconv.Atoi(os.Args[2])
+		if c.Rank() == r {
+			time.Sleep(time.Hour)
+		}
+		_ = c.Barrier(context.Background())
 	case "sleep":
 		fmt.Fprintf(os.Stderr, "pid %d\n", os.Getpid())
 		fmt.Println("sleeping")
