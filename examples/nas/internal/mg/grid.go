@@ -85,16 +85,18 @@ func Resid(u, v, r Grid, a *[4]float64, w *Work) {
 	a0, a2, a3 := a[0], a[2], a[3]
 	for i3 := 1; i3 <= u.N3; i3++ {
 		for i2 := 1; i2 <= u.N2; i2++ {
-			ym, yp := u.row(i3, i2-1), u.row(i3, i2+1)
-			zm, zp := u.row(i3-1, i2), u.row(i3+1, i2)
-			mm, pm := u.row(i3-1, i2-1), u.row(i3-1, i2+1)
-			mp, pp := u.row(i3+1, i2-1), u.row(i3+1, i2+1)
+			// every row resliced to len(u1) so that the loops run without bounds checks
+			ym, yp := u.row(i3, i2-1)[:len(u1)], u.row(i3, i2+1)[:len(u1)]
+			zm, zp := u.row(i3-1, i2)[:len(u1)], u.row(i3+1, i2)[:len(u1)]
+			mm, pm := u.row(i3-1, i2-1)[:len(u1)], u.row(i3-1, i2+1)[:len(u1)]
+			mp, pp := u.row(i3+1, i2-1)[:len(u1)], u.row(i3+1, i2+1)[:len(u1)]
+			u2 := u2[:len(u1)]
 			for i1 := range u1 {
 				u1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
 				u2[i1] = mm[i1] + pm[i1] + mp[i1] + pp[i1]
 			}
-			uc, vc, rc := u.row(i3, i2), v.row(i3, i2), r.row(i3, i2)
-			for i1 := 1; i1 < n-1; i1++ {
+			uc, vc, rc := u.row(i3, i2)[:len(u1)], v.row(i3, i2)[:len(u1)], r.row(i3, i2)[:len(u1)]
+			for i1 := 1; i1 < len(u1)-1; i1++ {
 				rc[i1] = vc[i1] - a0*uc[i1] -
 					a2*(u2[i1]+u1[i1-1]+u1[i1+1]) -
 					a3*(u2[i1-1]+u2[i1+1])
@@ -116,16 +118,17 @@ func Psinv(r, u Grid, c *[4]float64, w *Work) {
 	c0, c1, c2 := c[0], c[1], c[2]
 	for i3 := 1; i3 <= r.N3; i3++ {
 		for i2 := 1; i2 <= r.N2; i2++ {
-			ym, yp := r.row(i3, i2-1), r.row(i3, i2+1)
-			zm, zp := r.row(i3-1, i2), r.row(i3+1, i2)
-			mm, pm := r.row(i3-1, i2-1), r.row(i3-1, i2+1)
-			mp, pp := r.row(i3+1, i2-1), r.row(i3+1, i2+1)
+			ym, yp := r.row(i3, i2-1)[:len(r1)], r.row(i3, i2+1)[:len(r1)]
+			zm, zp := r.row(i3-1, i2)[:len(r1)], r.row(i3+1, i2)[:len(r1)]
+			mm, pm := r.row(i3-1, i2-1)[:len(r1)], r.row(i3-1, i2+1)[:len(r1)]
+			mp, pp := r.row(i3+1, i2-1)[:len(r1)], r.row(i3+1, i2+1)[:len(r1)]
+			r2 := r2[:len(r1)]
 			for i1 := range r1 {
 				r1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
 				r2[i1] = mm[i1] + pm[i1] + mp[i1] + pp[i1]
 			}
-			rc, uc := r.row(i3, i2), u.row(i3, i2)
-			for i1 := 1; i1 < n-1; i1++ {
+			rc, uc := r.row(i3, i2)[:len(r1)], u.row(i3, i2)[:len(r1)]
+			for i1 := 1; i1 < len(r1)-1; i1++ {
 				uc[i1] = uc[i1] + c0*rc[i1] +
 					c1*(rc[i1-1]+rc[i1+1]+r1[i1]) +
 					c2*(r2[i1]+r1[i1-1]+r1[i1+1])
@@ -149,25 +152,24 @@ func Rprj3(r, s Grid, w *Work) {
 	w.fits(r.N1)
 	n := r.N1 + 2
 	x1, y1 := w.a[:n], w.b[:n]
-	m1 := s.N1
 	for j3 := 1; j3 <= s.N3; j3++ {
 		i3 := 2 * j3
 		for j2 := 1; j2 <= s.N2; j2++ {
 			i2 := 2 * j2
-			ym, yp := r.row(i3, i2-1), r.row(i3, i2+1)
-			zm, zp := r.row(i3-1, i2), r.row(i3+1, i2)
-			mm, mp := r.row(i3-1, i2-1), r.row(i3+1, i2-1)
-			pm, pp := r.row(i3-1, i2+1), r.row(i3+1, i2+1)
-			for i1 := 1; i1 <= 2*m1+1; i1 += 2 { // the odd fine points 2J−1, J = 1..m1+1
+			ym, yp := r.row(i3, i2-1)[:len(x1)], r.row(i3, i2+1)[:len(x1)]
+			zm, zp := r.row(i3-1, i2)[:len(x1)], r.row(i3+1, i2)[:len(x1)]
+			mm, mp := r.row(i3-1, i2-1)[:len(x1)], r.row(i3+1, i2-1)[:len(x1)]
+			pm, pp := r.row(i3-1, i2+1)[:len(x1)], r.row(i3+1, i2+1)[:len(x1)]
+			y1 := y1[:len(x1)]
+			for i1 := 1; i1 < len(x1); i1 += 2 { // the odd fine points 2J−1, J = 1..m1+1
 				x1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
 				y1[i1] = mm[i1] + mp[i1] + pm[i1] + pp[i1]
 			}
-			rc, sc := r.row(i3, i2), s.row(j3, j2)
-			for j1 := 1; j1 <= m1; j1++ {
-				i1 := 2 * j1
+			rc, sc := r.row(i3, i2)[:len(x1)], s.row(j3, j2)
+			for i1 := 2; i1 < len(x1)-1; i1 += 2 { // the even fine points 2J under the coarse J
 				y2 := mm[i1] + mp[i1] + pm[i1] + pp[i1]
 				x2 := ym[i1] + yp[i1] + zm[i1] + zp[i1]
-				sc[j1] = 0.5*rc[i1] +
+				sc[i1>>1] = 0.5*rc[i1] +
 					0.25*(rc[i1-1]+rc[i1+1]+x2) +
 					0.125*(x1[i1-1]+x1[i1+1]+y2) +
 					0.0625*(y1[i1-1]+y1[i1+1])
