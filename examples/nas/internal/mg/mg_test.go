@@ -177,3 +177,16 @@ func TestGridValidate(t *testing.T) {
 	assert.NoError(t, Grid{}.Validate())
 	assert.True(t, Grid{}.Empty())
 }
+
+// A V-cycle and a residual allocate nothing (the kernels work on the grids and the scratch).
+func TestVCycleAllocatesNothing(t *testing.T) {
+	p, _ := ParamsFor(npb.ClassS)
+	s := newSerial(p)
+	s.init()
+	allocs := testing.AllocsPerRun(3, func() {
+		s.mg3P()
+		s.resid()
+		s.norm()
+	})
+	assert.Zero(t, allocs)
+}

@@ -17,8 +17,8 @@
 // replicated on every rank: the residual of the coarsest distributed level is gathered with one
 // NGA_Get of the whole array, the bottom of the V-cycle runs serially on every rank, and each
 // rank interpolates its own block of the coarsest distributed level from the replicated
-// correction. The finest level is always distributed (the run needs n ≥ 2 blocks along every
-// dimension).
+// correction. The finest level is always distributed: the run needs blocks of at least two
+// points along every dimension there (ErrRanks otherwise).
 //
 // Source: [NPB] NPB 3.4 MG (mg.f: setup's process grid, mg3P, zran3, norm2u3); GA's
 // NGA_Create_ghosts_irreg, NGA_Access_ghosts, GA_Update_ghosts, NGA_Get, GA_Dgop.
