@@ -1,0 +1,5 @@
+//go:build !race
+
+package mgga
+
+const raceEnabled = false
