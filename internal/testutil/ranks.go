@@ -46,7 +46,7 @@ func (j RankJob) Run(ctx context.Context, t testing.TB, tb *Testbed, onLine func
 		c.Env = append(append(CleanEnv(), "SLURM_PROCID="+strconv.Itoa(rank), "SLURM_NTASKS=2",
 			fmt.Sprintf("SLURM_JOB_ID=%d%d", 80+len(j.Test)%10, os.Getpid()%100000), "SLURM_STEP_ID=0",
 			fmt.Sprintf("GOARMCI_RDV=%s:%d", tb.Hosts[0].Addrs[j.Rendezvous], j.Port),
-			"GOARMCI_RAILS="+strings.Join(tb.Hosts[rank].Addrs, ",")), j.Env...)
+			"GOARMCI_RAILS="+strings.Join(tb.Hosts[rank].Addrs, ","), "TESTBED_IFACES="+strings.Join(tb.Hosts[rank].Ifaces, ",")), j.Env...)
 		pr, pw := io.Pipe()
 		pipes[rank] = pw
 		c.Stdout, c.Stderr = pw, pw
@@ -202,7 +202,11 @@ func PartitionSteps(ctx context.Context, t testing.TB, rank int, op func(context
 	fmt.Printf("SHORT ok after %v\n", time.Since(start).Round(time.Millisecond))
 	must(op(ctx), "after the short partition")
 	fmt.Println("READY 2")
-	late()
+	if rank == 1 {
+		// enter only once the rails are down for good (under load the cut can take longer
+		// than any fixed delay): rank 0 then waits alone, and this rank's part cannot get through
+		railsDown(ctx)
+	}
 	start = time.Now()
 	err := op(ctx)
 	if err == nil {
@@ -276,4 +280,27 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// railsDown waits (polling, bounded by ctx) until every interface of TESTBED_IFACES (this
+// host's rails, set by RankJob.Run) has lost its carrier; without the variable it sleeps 300 ms.
+func railsDown(ctx context.Context) {
+	ifaces := strings.Split(os.Getenv("TESTBED_IFACES"), ",")
+	if ifaces[0] == "" {
+		_ = sleepCtx(ctx, 300*time.Millisecond)
+		return
+	}
+	for ctx.Err() == nil {
+		down := true
+		for _, ifc := range ifaces {
+			b, err := os.ReadFile("/sys/class/net/" + ifc + "/carrier")
+			if err == nil && strings.TrimSpace(string(b)) == "1" {
+				down = false
+			}
+		}
+		if down {
+			return
+		}
+		_ = sleepCtx(ctx, 10*time.Millisecond)
+	}
 }
