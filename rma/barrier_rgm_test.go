@@ -170,3 +170,42 @@ func TestBarriersCutOffRank(t *testing.T) {
 		})
 	}
 }
+
+// Barrier latency per algorithm on the fabric, in virtual time (not in -short): every link
+// has a one-way latency of 2 µs (a Plan delay), ranks poll as on a simulated network (they back
+// off to sleeps, 20 µs doubling to 1 ms, which quantizes the figures). The log has one line per
+// size; these figures chose Barrier's algorithm by size (sync.go).
+func TestBarrierLatencyFabric(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("latency figures: not in -short, nor under the race detector")
+	}
+	const iters = 20
+	for _, n := range []int{8, 16, 24, 64, 128} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				res := make([]time.Duration, len(everyBarrier))
+				rmatest.RunFabric(t, n, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+					for i, alg := range everyBarrier {
+						for range 3 {
+							require.NoError(t, rt.BarrierWith(ctx, alg))
+						}
+						t0 := time.Now()
+						for range iters {
+							require.NoError(t, rt.BarrierWith(ctx, alg))
+						}
+						if rt.Rank() == 0 {
+							res[i] = time.Since(t0) / iters
+						}
+						require.NoError(t, rt.BarrierWith(ctx, rma.BarrierDissemination))
+					}
+				}, rmatest.Timeout(30*time.Minute),
+					rmatest.Fabric(fabric.Config{Plan: fabric.Plan{Rules: []fabric.Rule{{Delay: 2 * time.Microsecond}}}}))
+				line := fmt.Sprintf("%4d ranks:", n)
+				for i, alg := range everyBarrier {
+					line += fmt.Sprintf(" %s %v", alg, res[i])
+				}
+				t.Log(line)
+			})
+		})
+	}
+}
