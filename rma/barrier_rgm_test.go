@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -22,12 +23,13 @@ var everyBarrier = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwis
 	rma.BarrierRGM, rma.BarrierMessage}
 
 // barrierRounds runs rounds barriers of every algorithm in turn: before barrier e every rank
-// puts e into its word of an array at rank 0, after it every rank reads the array back, and
-// every word must be at least e — no rank has left before all arrived. It returns this rank's
-// NAKs.
+// puts e into its word of array e%2 at rank 0, after it every rank reads that array back, and
+// every word must be at least e — no rank has left before all arrived. (Two arrays: the reads
+// after barrier e end before anyone passes barrier e+1 and writes that array again.) It returns
+// this rank's NAKs.
 func barrierRounds(ctx context.Context, t testing.TB, rt *rma.Runtime, algs []rma.BarrierAlg, rounds int) uint64 {
 	n := rt.Size()
-	seg, err := rt.Malloc(ctx, 8*n)
+	seg, err := rt.Malloc(ctx, 16*n)
 	require.NoError(t, err)
 	clear(seg.Local())
 	require.NoError(t, rt.Barrier(ctx))
@@ -36,9 +38,10 @@ func barrierRounds(ctx context.Context, t testing.TB, rt *rma.Runtime, algs []rm
 	for e := 1; e <= rounds; e++ {
 		alg := algs[e%len(algs)]
 		binary.LittleEndian.PutUint64(b[:], uint64(e))
-		require.NoError(t, rt.Put(ctx, b[:], seg, 0, 8*rt.Rank()))
+		base := 8 * n * (e % 2)
+		require.NoError(t, rt.Put(ctx, b[:], seg, 0, base+8*rt.Rank()))
 		require.NoError(t, rt.BarrierWith(ctx, alg), "%v barrier %d", alg, e)
-		require.NoError(t, rt.Get(ctx, seg, 0, 0, all))
+		require.NoError(t, rt.Get(ctx, seg, 0, base, all))
 		for p := 0; p < n; p++ {
 			if v := binary.LittleEndian.Uint64(all[8*p:]); v < uint64(e) {
 				t.Fatalf("rank %d left %v barrier %d of %d ranks before rank %d arrived (its epoch %d)", rt.Rank(), alg, e, n, p, v)
@@ -153,17 +156,18 @@ func TestBarriersCutOffRank(t *testing.T) {
 				rmatest.RunFabric(t, n, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 					require.NoError(t, rt.BarrierWith(ctx, alg))
 					time.Sleep(2 * time.Second) // the cut is in place
-					if rt.Rank() == cut {
-						for !g.Failed() {
-							time.Sleep(10 * time.Millisecond)
-						}
-						return
+					if rt.Rank() != cut {
+						err := rt.BarrierWith(ctx, alg)
+						require.Error(t, err)
+						assert.True(t, errors.Is(err, rma.ErrPartition) || errors.Is(err, rma.ErrPeerFailed) ||
+							errors.Is(err, rma.ErrTransport), "%v", err)
+						g.Fail(cut, nil)
 					}
-					err := rt.BarrierWith(ctx, alg)
-					require.Error(t, err)
-					assert.True(t, errors.Is(err, rma.ErrPartition) || errors.Is(err, rma.ErrPeerFailed) ||
-						errors.Is(err, rma.ErrTransport), "%v", err)
-					g.Fail(cut, nil)
+					// Finalize once this rank's runtime knows (its barrier then ends with
+					// ErrPeerFailed, which the harness expects)
+					for !slices.Contains(rt.FailedRanks(), cut) {
+						time.Sleep(10 * time.Millisecond)
+					}
 				}, rmatest.UseGroup(func(gr *rmatest.Group) { g = gr }), rmatest.Timeout(5*time.Minute), rmatest.Fabric(fabric.Config{Plan: fabric.Plan{Rules: []fabric.Rule{
 					{Src: []int{cut}, Down: true, From: time.Second}, {Dst: []int{cut}, Down: true, From: time.Second}}}}))
 			})
