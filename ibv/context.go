@@ -190,9 +190,14 @@ type AH struct {
 	Attr AHAttr
 }
 
-// CreateAH creates an address handle (ibv_create_ah).
+// CreateAH creates an address handle (ibv_create_ah). A multicast address handle (DLID a
+// multicast LID, DGID the group's MGID, see AttachMcast) needs no Addr.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
-	if attr.Addr == "" {
+	if IsMulticastLID(attr.DLID) {
+		if !attr.DGID.IsMulticast() {
+			return nil, fmt.Errorf("%w: address handle to multicast LID %#x without a multicast DGID", ErrInvalidArgument, attr.DLID)
+		}
+	} else if attr.Addr == "" {
 		return nil, fmt.Errorf("%w: address handle without destination address", ErrInvalidArgument)
 	}
 	ah := &AH{pd: pd, Attr: attr}

@@ -50,6 +50,9 @@ type DeviceAttr struct {
 	MaxMRSize   uint64
 	MaxMsgSize  uint64 // largest RC message, bytes
 	AtomicCap   bool
+	// MaxMcastGrp is the number of multicast groups a port may join (0: the provider has no
+	// UD multicast, AttachMcast fails with ErrUnsupported).
+	MaxMcastGrp int
 }
 
 // PortAttr describes a port (struct ibv_port_attr plus the provider address software routing needs).

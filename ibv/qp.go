@@ -348,6 +348,9 @@ func checkSendWR(t QPType, wr *SendWR) error {
 		if t == UD && wr.AH == nil {
 			return fmt.Errorf("%w: UD send without address handle", ErrInvalidArgument)
 		}
+		if t == UD {
+			return checkMcastSend(wr)
+		}
 		return nil
 	case OpRDMAWrite, OpRDMAWriteImm, OpRDMARead:
 	case OpAtomicCmpSwap, OpAtomicFetchAdd, OpAtomicFetchAdd32, OpAtomicSwap64, OpAtomicSwap32, OpAtomicCmpSwap32:

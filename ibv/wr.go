@@ -77,6 +77,9 @@ type AHAttr struct {
 	SrcPathBits uint8
 	SL          uint8
 	PortNum     uint8 // local port (1-based)
+	// DGID is the destination GID of a global route (the GRH's DGID); a UD send to a multicast
+	// group names the group's MGID here and its MLID in DLID (see AttachMcast).
+	DGID GID
 }
 
 // AttrMask selects the QPAttr fields a Modify sets (enum ibv_qp_attr_mask).

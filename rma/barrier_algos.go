@@ -20,10 +20,19 @@ const (
 	// MPI_Barrier): log2 N rounds for a power of two, ⌊log2 N⌋+2 otherwise (the ranks beyond the
 	// largest power of two first report to a partner below it and are released by it at the end).
 	BarrierPairwise
-	// BarrierGatherBroadcast is RDMA gather and multicast ("RGM", [Kini03 §3.3]): arrivals are
-	// gathered up a tree of fan-in 7 (the seed's best) to rank 0, which then releases every rank
-	// with one write each (the seed multicasts over UD; here the writes go one by one).
+	// BarrierGatherBroadcast is RDMA gather and a linear broadcast: arrivals are gathered up a
+	// tree of fan-in 7 to rank 0, which then releases every rank with one write each (RGM's
+	// gather [Kini03 §3.3] without its multicast; BarrierRGM has the multicast).
 	BarrierGatherBroadcast
+	// BarrierRGM is RDMA gather and multicast ("RGM", [Kini03 §3.3]): a gather tree of fan-in
+	// GOARMCI_BARRIER_FANIN (default 7), then one UD multicast datagram from rank 0 releases
+	// every rank, with NAKs for lost releases; without multicast on every rank (Multicast false)
+	// the release goes down the tree by RDMA writes (barrier_rgm.go).
+	BarrierRGM
+	// BarrierMessage is the message-passing baseline: a central-coordinator barrier of two-sided
+	// UD datagrams (every rank sends ARRIVE to rank 0 and waits for its RELEASE), with resends
+	// and NAKs for lost datagrams. It needs a network device on every rank (ErrBadOp otherwise).
+	BarrierMessage
 )
 
 func (a BarrierAlg) String() string {
@@ -34,6 +43,10 @@ func (a BarrierAlg) String() string {
 		return "pairwise"
 	case BarrierGatherBroadcast:
 		return "gather-broadcast"
+	case BarrierRGM:
+		return "rgm"
+	case BarrierMessage:
+		return "message"
 	}
 	return fmt.Sprintf("BarrierAlg(%d)", int(a))
 }
@@ -59,7 +72,11 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	switch alg {
 	case BarrierDissemination:
 		return r.Barrier(ctx)
-	case BarrierPairwise, BarrierGatherBroadcast:
+	case BarrierPairwise, BarrierGatherBroadcast, BarrierRGM:
+	case BarrierMessage:
+		if r.bq == nil && r.size > 1 {
+			return fmt.Errorf("%w: %w", ErrBadOp, errNoBarrierQP)
+		}
 	default:
 		return fmt.Errorf("%w: barrier algorithm %v", ErrBadOp, alg)
 	}
@@ -77,8 +94,13 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	}
 	r.barrierID++
 	id := r.barrierID
-	if alg == BarrierPairwise {
+	switch alg {
+	case BarrierPairwise:
 		return r.pairwiseBarrier(ctx, id)
+	case BarrierRGM:
+		return r.rgmBarrier(ctx, id)
+	case BarrierMessage:
+		return r.messageBarrier(ctx, id)
 	}
 	return r.gatherBarrier(ctx, id)
 }

@@ -159,6 +159,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("rma: init: notify counters: %w", err)
 	}
 	r.notified, r.awaited = make([]int64, r.size), make([]int64, r.size)
+	if err := r.setupBarrierQP(ctx); err != nil {
+		return nil, fmt.Errorf("rma: init: %w", err)
+	}
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}

@@ -149,7 +149,8 @@ type Runtime struct {
 	sys       *Segment // barrier flags and collective scratch
 	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID uint64
-	collStep  uint64 // collective steps so far: the scratch set of the next (collective.go)
+	bq        *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
+	collStep  uint64     // collective steps so far: the scratch set of the next (collective.go)
 	mutexes   *Segment
 	notify    *Segment // word p of my part: notifies received from rank p (notify.go)
 	notified  []int64  // per rank: notifies this rank sent to it

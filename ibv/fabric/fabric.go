@@ -91,6 +91,9 @@ type Fabric struct {
 	closed bool
 	nextID uint64
 
+	mcMu  sync.Mutex
+	mcast map[mcastKey]map[int]int // multicast members: (rail, MLID) → node → attachments (mcast.go)
+
 	rules atomic.Pointer[[]*rule] // copy on write
 	net   *netsim                 // the capacity model of Config.Topology (nil without)
 
@@ -301,6 +304,7 @@ func (f *Fabric) detach(n *node) {
 	n.devMu.Lock()
 	n.dev, n.ctx = nil, nil
 	n.devMu.Unlock()
+	f.mcastForget(n)
 }
 
 // SetPortDown pulls (down true) or plugs back the cable of a node's port: while down the port

@@ -103,6 +103,9 @@ type Config struct {
 	AckTimeout time.Duration
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
 	RetryCount int
+	// BarrierFanIn is the fan-in of the gather tree of the gather + multicast barrier
+	// ([Kini03 §3.3]), 2..15 (default 7). GOARMCI_BARRIER_FANIN.
+	BarrierFanIn int
 	// PartitionTimeout bounds how long an operation blocks while no path to its target exists
 	// before it fails with a partition error (rma.ErrPartition); default 30 s, far above what
 	// APM (retries on the primary path, then a switch) and software recovery (connection

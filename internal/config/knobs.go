@@ -208,6 +208,17 @@ var table = []Knob{
 			c.RetryCount = n
 			return nil
 		}},
+	{Name: "GOARMCI_BARRIER_FANIN", Type: "int", Default: "7", Unit: "ranks",
+		Doc: "fan-in of the gather tree of the gather + multicast barrier (rma.BarrierRGM, [Kini03 §3.3]), 2..15",
+		get: func(c *Config) string { return strconv.Itoa(c.BarrierFanIn) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 2 || n > 15 {
+				return fmt.Errorf("want an integer in [2, 15]")
+			}
+			c.BarrierFanIn = n
+			return nil
+		}},
 	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "30s",
 		Doc: "how long an operation blocks while no path to its target exists before it fails with rma.ErrPartition (far above APM's and software recovery's timers); 0 = until its context ends",
 		get: func(c *Config) string { return c.PartitionTimeout.String() },

@@ -45,9 +45,13 @@ func (d *Device) Attr() ibv.DeviceAttr {
 	d.mu.RLock()
 	n := len(d.ports)
 	d.mu.RUnlock()
-	return ibv.DeviceAttr{Name: d.cfg.Name, Provider: d.cfg.Provider, PhysPortCnt: n, MaxQP: 1 << 20,
+	a := ibv.DeviceAttr{Name: d.cfg.Name, Provider: d.cfg.Provider, PhysPortCnt: n, MaxQP: 1 << 20,
 		MaxQPWR: 1 << 20, MaxSGE: ibv.MaxSGEPerWR, MaxCQE: 1 << 22, MaxMRSize: 1 << 48,
 		MaxMsgSize: d.e.MaxMsgSize(), AtomicCap: true}
+	if d.e.Multicast() {
+		a.MaxMcastGrp = MaxMcastGroups
+	}
+	return a
 }
 
 // Port describes port num (1-based).

@@ -149,6 +149,9 @@ type Engine struct {
 	qps    map[uint32]*QP
 	closed bool
 
+	mcMu sync.RWMutex // guards mc and every QP's mcast
+	mc   mcastState
+
 	kick    chan struct{}
 	ticking atomic.Bool // the timer loop ticks every cfg.Tick (no kick needed)
 	ctx     context.Context
@@ -230,6 +233,9 @@ func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
 	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD {
 		return nil, fmt.Errorf("engine: %w: QP type %v", ibv.ErrUnsupported, ibq.Type())
 	}
+	if ibq.Num() >= ibv.MulticastQPN { // 0xFFFFFF addresses a multicast group
+		return nil, fmt.Errorf("engine: %w: QP number %d beyond 24 bits", ibv.ErrInvalidArgument, ibq.Num())
+	}
 	if ibq.Num() > wire.MaxQPN {
 		return nil, fmt.Errorf("engine: %w: QP number %d beyond 24 bits", ibv.ErrInvalidArgument, ibq.Num())
 	}
@@ -256,6 +262,10 @@ func (e *Engine) removeQP(q *QP) {
 // dropped. b collects deferred ACKs (see Batch); it must not be used by two goroutines at once.
 func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
 	raceAcquire()
+	if len(pkt) > 0 && pkt[0] == McastMagic {
+		e.deliverMcast(pkt, link)
+		return
+	}
 	var p wire.Packet
 	if err := wire.Decode(pkt, &p); err != nil {
 		e.log.Debug().Err(err).Msg("engine: dropped malformed packet")

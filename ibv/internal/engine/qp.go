@@ -48,6 +48,8 @@ type QP struct {
 	// failed records the PSNs of the send requests flushed by the last move to ERROR (sqMu held);
 	// see FailedRequests.
 	failed []failedWQE
+
+	mcast []mcastJoin // the multicast groups the QP is attached to (Engine.mcMu)
 }
 
 // attrs the engine keeps (set in Modify under both locks; read under either).
@@ -362,6 +364,7 @@ func (q *QP) flushRecvLocked() {
 func (q *QP) Destroy() error {
 	q.dead.Store(true)
 	q.e.removeQP(q)
+	q.e.detachAll(q)
 	q.revokePlacement(nil)
 	q.sqMu.Lock()
 	q.sq.clear()

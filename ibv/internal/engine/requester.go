@@ -62,6 +62,7 @@ type sendState struct {
 	drainPosted     bool
 	hbuf            [wire.MaxHeaderLen]byte
 	pbuf            []byte
+	mbuf            []byte // multicast envelope + header scratch (UD)
 	udBufs          [][]byte
 }
 

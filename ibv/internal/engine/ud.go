@@ -50,6 +50,13 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 		provider.Push(cq, wc)
 		return nil
 	}
+	mcast := ibv.IsMulticastLID(path.DLID)
+	mt, _ := q.e.tr.(McastTransport)
+	if mcast && mt == nil {
+		wc.Status = ibv.WCLocQPOpErr // no multicast on this transport
+		provider.Push(cq, wc)
+		return nil
+	}
 	qkey := wr.QKey
 	if qkey&0x80000000 != 0 {
 		qkey = s.a.qkey
@@ -65,8 +72,19 @@ func (q *QP) postUD(wr *ibv.SendWR) error {
 		s.pbuf = make([]byte, 0, max(int(n), 4096))
 	}
 	payload, _ := gather(bufs, 0, int(n), s.pbuf[:0])
-	hdr, err := wire.AppendHeader(s.hbuf[:0], &h, len(payload))
-	if err == nil {
+	var hdr []byte
+	var err error
+	if mcast {
+		// the envelope in front of the header ([IBA]'s GRH with the MGID, engine/mcast.go)
+		hdr, err = wire.AppendHeader(appendEnvelope(s.mbuf[:0], path.DGID, path.DLID), &h, len(payload))
+		if err == nil {
+			s.mbuf = hdr[:0]
+			err = mt.SendMcast(path, hdr, payload)
+		}
+		if err != nil {
+			q.e.log.Debug().Err(err).Uint32("qp", q.num).Stringer("group", path.DGID).Msg("engine: multicast send failed")
+		}
+	} else if hdr, err = wire.AppendHeader(s.hbuf[:0], &h, len(payload)); err == nil {
 		if err := q.e.tr.Send(path, hdr, payload); err != nil {
 			q.e.log.Debug().Err(err).Uint32("qp", q.num).Str("dest", path.Addr).Msg("engine: UD send failed")
 		}

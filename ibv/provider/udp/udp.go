@@ -74,6 +74,9 @@ type port struct {
 	buf   []byte
 	lmu   sync.RWMutex
 	links map[netip.AddrPort]*link
+
+	mcOnce sync.Once // multicast send options set on uc (mcast.go)
+	mcErr  error
 }
 
 // driver is the udp provider's device driver (ibv.Driver, ibv.SRQCreator): the engine's
@@ -88,6 +91,9 @@ type driver struct {
 
 	probeMu sync.Mutex
 	probes  map[uint64]chan struct{}
+
+	mcMu  sync.Mutex
+	mcast map[mcastKey]*mcastSock // joined IP groups (mcast.go)
 
 	stop   context.Context
 	cancel context.CancelFunc
@@ -159,6 +165,7 @@ func (d *driver) closeSockets() {
 func (d *driver) shutdown() error {
 	d.cancel()
 	d.closeSockets()
+	d.closeMcast()
 	d.wg.Wait()
 	return nil
 }
@@ -331,24 +338,30 @@ func (d *driver) readLoop(p *port) {
 			}
 			continue
 		}
-		p.lmu.RLock()
-		l := p.links[from]
-		p.lmu.RUnlock()
-		if l == nil {
-			l = &link{p: p, to: from, addr: from.String()}
-			p.lmu.Lock()
-			if len(p.links) > 1<<16 { // bound the cache against address floods
-				clear(p.links)
-			}
-			p.links[from] = l
-			p.lmu.Unlock()
-		}
-		e.Deliver(&b, buf[:n], l)
+		e.Deliver(&b, buf[:n], p.linkFor(from))
 		e.EndBatch(&b)
 	}
+}
+
+// linkFor returns the way back to from (cached).
+func (p *port) linkFor(from netip.AddrPort) *link {
+	p.lmu.RLock()
+	l := p.links[from]
+	p.lmu.RUnlock()
+	if l == nil {
+		l = &link{p: p, to: from, addr: from.String()}
+		p.lmu.Lock()
+		if len(p.links) > 1<<16 { // bound the cache against address floods
+			clear(p.links)
+		}
+		p.links[from] = l
+		p.lmu.Unlock()
+	}
+	return l
 }
 
 var _ ibv.Driver = (*driver)(nil)
 var _ ibv.SRQCreator = (*driver)(nil)
 var _ engine.Transport = (*transport)(nil)
+var _ engine.McastTransport = (*transport)(nil)
 var _ engine.Link = (*link)(nil)
