@@ -57,6 +57,12 @@ type Server struct {
 	exitTimers map[uint64]*time.Timer // held notices' timers, by number
 	nextTimer  uint64
 
+	// sendMu orders the frames: every batch produced under mu is written while holding sendMu,
+	// taken before mu is released (sendUnlock), so each connection receives its frames in the
+	// order the state changes made them (a collective's result before the failure notice of a
+	// rank that left after it).
+	sendMu sync.Mutex
+
 	done     chan struct{} // closed when every rank joined and left
 	closed   chan struct{}
 	closeErr error
@@ -197,8 +203,7 @@ func (s *Server) RankExited(rank int, st ExitStatus) {
 	if s.exits.exited(rank, st) {
 		msgs = s.declareLocked(&PeerFailure{Rank: rank, Reason: FailExited, Exit: st})
 	}
-	s.mu.Unlock()
-	s.send(msgs)
+	s.sendUnlock(msgs)
 }
 
 // exitWaitDue is the timer of a notice held for an exit status: the ones whose bound passed go
@@ -215,8 +220,7 @@ func (s *Server) exitWaitDue(id uint64) {
 			msgs = append(msgs, s.declareLocked(&PeerFailure{Rank: r, Reason: FailExited})...)
 		}
 	}
-	s.mu.Unlock()
-	s.send(msgs)
+	s.sendUnlock(msgs)
 }
 
 // heartbeat is the server's driver of the detector's clock: every heartbeatEvery it declares
@@ -252,8 +256,7 @@ func (s *Server) heartbeat() {
 					msgs = append(msgs, out{sc, mPing, ping})
 				}
 			}
-			s.mu.Unlock()
-			s.send(msgs)
+			s.sendUnlock(msgs)
 			for _, sc := range drop {
 				sc.c.Close() // told it was declared failed (if it ever reads again); its reader ends
 			}
@@ -391,7 +394,26 @@ type out struct {
 	payload []byte
 }
 
+// sendUnlock releases s.mu (held by the caller) and writes msgs, in production order with every
+// other batch (sendMu is taken before s.mu is released).
+func (s *Server) sendUnlock(msgs []out) {
+	s.sendMu.Lock()
+	s.mu.Unlock()
+	s.write(msgs)
+	s.sendMu.Unlock()
+}
+
+// send writes msgs produced outside s.mu (frames of a connection's own admission or end).
 func (s *Server) send(msgs []out) {
+	if len(msgs) == 0 {
+		return
+	}
+	s.sendMu.Lock()
+	s.write(msgs)
+	s.sendMu.Unlock()
+}
+
+func (s *Server) write(msgs []out) {
 	for _, m := range msgs {
 		m.sc.wmu.Lock()
 		_ = m.sc.c.SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -427,8 +449,7 @@ func (s *Server) serveConn(sc *sconn) {
 			s.dropped(sc, err)
 			return
 		}
-		msgs, stop := s.handle(sc, f)
-		s.send(msgs)
+		stop := s.handle(sc, f)
 		if stop {
 			s.dropped(sc, nil)
 			return
@@ -475,8 +496,7 @@ func (s *Server) admit(sc *sconn) bool {
 		s.dropped(sc, err)
 		return false
 	}
-	msgs, stop := s.handle(sc, f)
-	s.send(msgs)
+	stop := s.handle(sc, f)
 	if stop {
 		s.dropped(sc, nil)
 		return false
@@ -484,12 +504,18 @@ func (s *Server) admit(sc *sconn) bool {
 	return true
 }
 
-// handle processes one frame from sc; stop closes the connection.
-func (s *Server) handle(sc *sconn, f frame) (msgs []out, stop bool) {
+// handle processes one frame from sc and sends what it produced; stop closes the connection.
+func (s *Server) handle(sc *sconn, f frame) (stop bool) {
+	s.mu.Lock()
+	msgs, stop := s.handleLocked(sc, f)
+	s.sendUnlock(msgs)
+	return stop
+}
+
+// handleLocked processes one frame from sc under s.mu and returns the frames to send.
+func (s *Server) handleLocked(sc *sconn, f frame) (msgs []out, stop bool) {
 	d := dec{b: f.payload}
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sc.rank < 0 && f.typ != mHello {
 		return []out{errorMsg(sc, 0, ekProtocol, fmt.Sprintf("message type %d before hello", f.typ))}, true
 	}
@@ -688,6 +714,5 @@ func (s *Server) dropped(sc *sconn, cause error) {
 			close(s.done)
 		}
 	}
-	s.mu.Unlock()
-	s.send(msgs)
+	s.sendUnlock(msgs)
 }

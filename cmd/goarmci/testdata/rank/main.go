@@ -29,6 +29,11 @@ func main() {
 	if len(os.Args) > 1 {
 		mode = os.Args[1]
 	}
+	if mode == "report" {
+		// from the start: goarmci run stops the others as soon as a rank fails, which may be
+		// before this rank is past the exchange
+		signal.Ignore(syscall.SIGTERM)
+	}
 	info, err := bootstrap.Detect()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "detect:", err)
@@ -76,7 +81,6 @@ func main() {
 			code, _ := strconv.Atoi(os.Args[3])
 			os.Exit(code)
 		}
-		signal.Ignore(syscall.SIGTERM) // goarmci run stops the others when a rank fails
 		fmt.Printf("barrier: %v\n", c.Barrier(context.Background()))
 		os.Exit(0)
 	case "hang":
