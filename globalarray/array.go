@@ -15,10 +15,11 @@ import (
 // inclusive sub-patch [Lo, Hi] it holds.
 type Block = dist.Block
 
-// Array is a global array of T: an N-d array distributed in blocks over the ranks of a runtime
-// (a GA handle, g_a). Its methods may be called from several goroutines of one rank; the
-// collective ones (Create, Destroy, Duplicate, Fill, Zero, Scale, Copy, Dot, Add, Sync) must be
-// called by every rank in the same order.
+// Array is a global array of T: an N-d array distributed in blocks over the ranks of a runtime,
+// or over the members of a process group (OnGroup) (a GA handle, g_a). Its methods may be called
+// from several goroutines of one rank; the collective ones (Create, Destroy, Duplicate, Fill,
+// Zero, Scale, Copy, Dot, Add, Sync) must be called by every rank (every member of the array's
+// group) in the same order.
 type Array[T Elem] struct {
 	rt    *rma.Runtime
 	pg    *Pgroup // the group the array lives on (World without OnGroup)
@@ -269,7 +270,8 @@ func (a *Array[T]) Dist() *dist.Dist { return a.d }
 // to ranks of the runtime).
 func (a *Array[T]) Distribution(rank int) (lo, hi []int) { return a.d.Block(rank) }
 
-// Locate returns the rank that owns the element at subscript (NGA_Locate).
+// Locate returns the rank that owns the element at subscript (NGA_Locate; a group rank on an
+// array of a process group).
 //
 // Errors: ErrShape (wrong number of subscripts), ErrOutOfBounds.
 func (a *Array[T]) Locate(subscript []int) (int, error) {
@@ -281,7 +283,8 @@ func (a *Array[T]) Locate(subscript []int) (int, error) {
 }
 
 // LocateRegion returns the blocks the patch [lo, hi] touches, each as the owner and the part of
-// the patch it holds, in row-major block order (NGA_Locate_region).
+// the patch it holds, in row-major block order (NGA_Locate_region; owners are group ranks on an
+// array of a process group).
 //
 // Errors: ErrShape, ErrOutOfBounds.
 func (a *Array[T]) LocateRegion(lo, hi []int) ([]Block, error) {
