@@ -467,3 +467,51 @@ func TestGroupPeerFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupBarrierFencesEveryTarget: the group barrier completes a member's operations to every
+// rank, not only to the members: members put into a non-member's part (non-blocking, waited for
+// only after the barrier), and after the group barrier the next member reads the values from it.
+// (The in-process transports deliver so fast that this passes without the fence as well: it
+// checks values, it cannot catch a missing fence.)
+func TestGroupBarrierFencesEveryTarget(t *testing.T) {
+	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		np, me := rt.Size(), rt.Rank()
+		if np < 2 {
+			return // no non-member
+		}
+		const words = 512
+		outside := np - 1
+		// outside's part: two halves (alternate rounds) of a slot of words per member
+		seg, err := rt.Malloc(ctx, 2*np*words*8)
+		require.NoError(t, err)
+		members := make([]int, outside)
+		for p := range members {
+			members[p] = p
+		}
+		g, err := rt.GroupCreate(ctx, members)
+		require.NoError(t, err)
+		slot := func(round, m int) int { return 8 * words * (np*(round%2) + m) }
+		if me != outside {
+			for round := 0; round < 4; round++ {
+				vals := make([]int64, words)
+				for i := range vals {
+					vals[i] = int64(round*100000 + me*1000 + i)
+				}
+				// non-blocking, waited for only after the barrier: the barrier's fence completes it
+				h, err := rt.NbPut(ctx, i64bytes(vals...), seg, outside, slot(round, me))
+				require.NoError(t, err)
+				require.NoError(t, g.Barrier(ctx))
+				require.NoError(t, h.Wait(ctx))
+				src := members[(g.Rank()+1)%len(members)]
+				got := make([]byte, 8*words)
+				require.NoError(t, rt.Get(ctx, seg, outside, slot(round, src), got))
+				for i, v := range i64s(got) {
+					require.Equal(t, int64(round*100000+src*1000+i), v, "round %d, word %d of rank %d", round, i, src)
+				}
+			}
+			require.NoError(t, g.Free(ctx))
+		}
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, seg.Free(ctx))
+	})
+}
