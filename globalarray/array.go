@@ -15,18 +15,21 @@ import (
 // inclusive sub-patch [Lo, Hi] it holds.
 type Block = dist.Block
 
-// Array is a global array of T: an N-d array distributed in blocks over the ranks of a runtime
-// (a GA handle, g_a). Its methods may be called from several goroutines of one rank; the
-// collective ones (Create, Destroy, Duplicate, Fill, Zero, Scale, Copy, Dot, Add, Sync) must be
-// called by every rank in the same order.
+// Array is a global array of T: an N-d array distributed in blocks over the ranks of a runtime,
+// or over the members of a process group (OnGroup) (a GA handle, g_a). Its methods may be called
+// from several goroutines of one rank; the collective ones (Create, Destroy, Duplicate, Fill,
+// Zero, Scale, Copy, Dot, Add, Sync) must be called by every rank (every member of the array's
+// group) in the same order.
 type Array[T Elem] struct {
 	rt    *rma.Runtime
+	pg    *Pgroup // the group the array lives on (World without OnGroup)
+	abs   []int   // block (group rank) → rank of rt; nil on the world group, where they are equal
 	name  string
 	d     *dist.Dist
 	seg   *rma.Segment
 	typ   rma.AccType
-	es    int // element size, bytes
-	me    int
+	es    int   // element size, bytes
+	me    int   // this rank's group rank: the number of its block
 	local []T   // this rank's block from its first interior element, row-major with leading dimensions ld (a view of seg.Local())
 	lo    []int // this rank's block bounds (0 / -1 when it owns nothing)
 	hi    []int
@@ -45,6 +48,7 @@ type options struct {
 	chunk  []int
 	irreg  [][]int
 	ghosts []int
+	pg     *Pgroup
 }
 
 // Chunk asks for blocks of at least chunk[d] elements along dimension d (NGA_Create's chunk
@@ -67,13 +71,15 @@ func Irregular(starts [][]int) Option {
 }
 
 // Create creates a global array of T with the given extents, zero-filled, distributed over all
-// ranks of rt (NGA_Create, NGA_Create_irreg with the Irregular option). Collective: every rank
-// calls it with the same dims and options. Without options the distribution is GA's regular
+// ranks of rt (NGA_Create, NGA_Create_irreg with the Irregular option), or over the members of a
+// process group with OnGroup (NGA_Create_config). Collective: every rank (every member) calls it
+// with the same dims and options. Without options the distribution is GA's regular
 // block distribution over the default process grid (dist.Regular).
 //
 // Errors: ErrShape (no or more than dist.MaxDims dimensions, a non-positive extent, a chunk of
 // the wrong length), ErrMap (a malformed irregular map, more blocks than ranks),
-// ErrMismatch (ranks passed different arguments; every rank then fails), rma errors from
+// ErrMismatch (ranks passed different arguments; every rank then fails), ErrNotMember (OnGroup
+// of a group this rank is not a member of: on this rank only, nothing is done), rma errors from
 // ARMCI_Malloc.
 func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []int, opts ...Option) (*Array[T], error) {
 	var o options
@@ -81,36 +87,49 @@ func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []in
 		f(&o)
 	}
 	typ := accTypeOf[T]()
+	pg := o.pg
+	switch {
+	case pg == nil:
+		pg = World(rt)
+	case pg.rt != rt:
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w: the group belongs to another runtime", name, ErrShape)
+	}
+	if err := pg.member(); err != nil {
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err) // not collective for a non-member
+	}
 	var d *dist.Dist
 	var err error
 	if o.irreg != nil {
 		if o.chunk != nil {
 			err = fmt.Errorf("%w: Chunk and Irregular together", dist.ErrMap)
 		} else {
-			d, err = dist.Irregular(dims, rt.Size(), o.irreg)
+			d, err = dist.Irregular(dims, pg.Nnodes(), o.irreg)
 		}
 	} else {
-		d, err = dist.Regular(dims, rt.Size(), o.chunk)
+		d, err = dist.Regular(dims, pg.Nnodes(), o.chunk)
 	}
 	if err == nil && o.ghosts != nil {
 		err = checkGhosts(dims, o.ghosts)
 	}
 	// Agree on the arguments before allocating, so no rank is left alone in ARMCI_Malloc.
 	h := argHash(typ, dims, d, o.ghosts)
-	if aerr := agree(ctx, rt, h, err != nil); err == nil && aerr != nil {
+	if aerr := agreeOn(ctx, pg, h, err != nil); err == nil && aerr != nil {
 		err = aerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
-	return create[T](ctx, rt, name, d, typ, o.ghosts)
+	return create[T](ctx, pg, name, d, typ, o.ghosts)
 }
 
 // create allocates an array over a validated distribution with ghost cell widths gw (nil:
-// none; collective).
-func create[T Elem](ctx context.Context, rt *rma.Runtime, name string, d *dist.Dist, typ rma.AccType, gw []int) (*Array[T], error) {
-	me := rt.Rank()
-	a := &Array[T]{rt: rt, name: name, d: d, typ: typ, es: typ.Size(), me: me}
+// none; collective over the members of pg, this rank among them).
+func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, typ rma.AccType, gw []int) (*Array[T], error) {
+	me := pg.NodeID()
+	a := &Array[T]{rt: pg.rt, pg: pg, name: name, d: d, typ: typ, es: typ.Size(), me: me}
+	if pg.g != nil {
+		a.abs = pg.g.Members()
+	}
 	if gw != nil {
 		a.gw = append([]int(nil), gw...)
 	}
@@ -128,7 +147,7 @@ func create[T Elem](ctx context.Context, rt *rma.Runtime, name string, d *dist.D
 			}
 		}
 	}
-	seg, err := rt.Malloc(ctx, elems*a.es)
+	seg, err := pg.malloc(ctx, elems*a.es)
 	if err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
@@ -176,11 +195,16 @@ func argHash(typ rma.AccType, dims []int, d *dist.Dist, ghosts []int) int64 {
 // agree is a collective check that every rank passed the same arguments (equal h) and none
 // rejected them locally (bad).
 func agree(ctx context.Context, rt *rma.Runtime, h int64, bad bool) error {
+	return agreeOn(ctx, World(rt), h, bad)
+}
+
+// agreeOn is agree among the members of pg.
+func agreeOn(ctx context.Context, pg *Pgroup, h int64, bad bool) error {
 	v := []int64{h, -h, 0}
 	if bad {
 		v[2] = 1
 	}
-	if err := rt.AllReduce(ctx, rma.AccInt64, rma.ReduceMax, asBytes(v)); err != nil {
+	if err := pg.allReduce(ctx, rma.AccInt64, rma.ReduceMax, asBytes(v)); err != nil {
 		return err
 	}
 	if v[0] != h || -v[1] != h {
@@ -200,7 +224,7 @@ func (a *Array[T]) Duplicate(ctx context.Context, name string) (*Array[T], error
 	if a.destroyed.Load() {
 		return nil, fmt.Errorf("ga: GA_Duplicate %q: %w", a.name, ErrDestroyed)
 	}
-	return create[T](ctx, a.rt, name, a.d, a.typ, a.gw)
+	return create[T](ctx, a.pg, name, a.d, a.typ, a.gw)
 }
 
 // Destroy frees the array on every rank (GA_Destroy). Collective: it completes this rank's
@@ -229,14 +253,25 @@ func (a *Array[T]) NDim() int { return a.d.NDim() }
 // Runtime is the rma runtime the array lives on.
 func (a *Array[T]) Runtime() *rma.Runtime { return a.rt }
 
+// owner is the rank of rt that holds block k (group rank k).
+func (a *Array[T]) owner(k int) int {
+	if a.abs == nil {
+		return k
+	}
+	return a.abs[k]
+}
+
 // Dist is the array's distribution (immutable; see package dist).
 func (a *Array[T]) Dist() *dist.Dist { return a.d }
 
 // Distribution returns the inclusive bounds of rank's block (NGA_Distribution); a rank that
-// owns nothing gets lo all 0 and hi all -1, as in GA.
+// owns nothing gets lo all 0 and hi all -1, as in GA. On an array of a process group (OnGroup)
+// rank is a group rank, as the ranks Locate and LocateRegion report (Pgroup.Absolute maps them
+// to ranks of the runtime).
 func (a *Array[T]) Distribution(rank int) (lo, hi []int) { return a.d.Block(rank) }
 
-// Locate returns the rank that owns the element at subscript (NGA_Locate).
+// Locate returns the rank that owns the element at subscript (NGA_Locate; a group rank on an
+// array of a process group).
 //
 // Errors: ErrShape (wrong number of subscripts), ErrOutOfBounds.
 func (a *Array[T]) Locate(subscript []int) (int, error) {
@@ -248,7 +283,8 @@ func (a *Array[T]) Locate(subscript []int) (int, error) {
 }
 
 // LocateRegion returns the blocks the patch [lo, hi] touches, each as the owner and the part of
-// the patch it holds, in row-major block order (NGA_Locate_region).
+// the patch it holds, in row-major block order (NGA_Locate_region; owners are group ranks on an
+// array of a process group).
 //
 // Errors: ErrShape, ErrOutOfBounds.
 func (a *Array[T]) LocateRegion(lo, hi []int) ([]Block, error) {

@@ -19,19 +19,25 @@ func Sync(ctx context.Context, rt *rma.Runtime) error {
 	return nil
 }
 
-// Sync is GA_Sync on the array's runtime.
-func (a *Array[T]) Sync(ctx context.Context) error { return Sync(ctx, a.rt) }
+// Sync is GA_Sync on the array's runtime, or GA_Pgroup_sync on its group for an array of a
+// process group (collective over the members).
+func (a *Array[T]) Sync(ctx context.Context) error {
+	if a.pg.g != nil {
+		return a.pg.Sync(ctx)
+	}
+	return Sync(ctx, a.rt)
+}
 
 // local runs fn on this rank's block between two syncs (GA's element-wise collectives).
 func (a *Array[T]) elementwise(ctx context.Context, call string, fn func(data []T)) error {
 	if err := a.alive(call); err != nil {
 		return err
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	a.interior(func(row []T, _ int) { fn(row) })
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	return nil
@@ -80,8 +86,8 @@ func (a *Array[T]) sameShape(call string, b *Array[T]) error {
 	if !slices.Equal(a.d.Dims(), b.d.Dims()) {
 		return fmt.Errorf("ga: %s: %q has dims %v, %q has %v: %w", call, a.name, a.d.Dims(), b.name, b.d.Dims(), ErrShape)
 	}
-	if a.rt != b.rt {
-		return fmt.Errorf("ga: %s: %q and %q live on different runtimes: %w", call, a.name, b.name, ErrShape)
+	if !a.pg.same(b.pg) {
+		return fmt.Errorf("ga: %s: %q and %q live on different runtimes or process groups: %w", call, a.name, b.name, ErrShape)
 	}
 	return nil
 }
@@ -114,7 +120,7 @@ func (a *Array[T]) Copy(ctx context.Context, dst *Array[T]) error {
 	if err := a.sameShape(call, dst); err != nil {
 		return err
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
 	if a != dst {
@@ -124,7 +130,7 @@ func (a *Array[T]) Copy(ctx context.Context, dst *Array[T]) error {
 		}
 		dst.interior(func(row []T, k int) { copy(row, src[k:]) })
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
 	return nil
@@ -141,7 +147,7 @@ func (a *Array[T]) Dot(ctx context.Context, b *Array[T]) (T, error) {
 	if err := a.sameShape(call, b); err != nil {
 		return sum, err
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return sum, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	av, err := a.alignedTo(ctx, b)
@@ -154,7 +160,7 @@ func (a *Array[T]) Dot(ctx context.Context, b *Array[T]) (T, error) {
 		}
 	})
 	v := []T{sum}
-	if err := a.rt.AllReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)); err != nil {
+	if err := a.pg.allReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	return v[0], nil
@@ -176,7 +182,7 @@ func Add[T Elem](ctx context.Context, alpha T, a *Array[T], beta T, b *Array[T],
 	if err := c.sameShape(call, b); err != nil {
 		return err
 	}
-	if err := c.rt.Barrier(ctx); err != nil {
+	if err := c.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
 	// Only c is written; a source with c's distribution is read locally, any other is fetched,
@@ -194,7 +200,7 @@ func Add[T Elem](ctx context.Context, alpha T, a *Array[T], beta T, b *Array[T],
 			row[i] = alpha*av[k+i] + beta*bv[k+i]
 		}
 	})
-	if err := c.rt.Barrier(ctx); err != nil {
+	if err := c.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
 	return nil

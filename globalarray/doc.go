@@ -18,6 +18,12 @@
 // makes every rank's operations visible everywhere. The element-wise collectives (Fill, Zero,
 // Scale, Copy, Dot, Add) synchronize on entry and exit, as GA's do.
 //
+// Process groups (Pgroup: PgroupCreate, PgroupSplit, World; GA_Pgroup_*) run collectives among
+// their members, and an array created with OnGroup is distributed over a group's members only:
+// its blocks are numbered by group rank (Pgroup.Absolute gives the rank of the runtime), and its
+// collectives synchronize the members only, so arrays of disjoint groups run independently. A
+// non-member's group calls fail with ErrNotMember.
+//
 // Bad input (a patch out of bounds or with lo > hi, a buffer too small, the wrong number of
 // dimensions, an operation of the wrong element type, use after Destroy) returns an error
 // wrapping ErrOutOfBounds, ErrShape, ErrType or ErrDestroyed and changes nothing: the whole

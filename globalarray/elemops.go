@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/cmplx"
+
+	"github.com/goarmci/goarmci/rma"
 )
 
 // Element-wise operations on patches ([GA]: GA_Abs_value_patch, GA_Add_constant_patch,
@@ -176,7 +178,7 @@ func SelectElem[T ordered](ctx context.Context, a *Array[T], lo, hi []int, max b
 	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
 		return best, nil, err
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return best, nil, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	// (value, row-major position) of my candidate; a rank owning none of the patch offers the
@@ -206,18 +208,18 @@ func SelectElem[T ordered](ctx context.Context, a *Array[T], lo, hi []int, max b
 		})
 	}
 	// everyone learns every candidate: two all-reductions of rank-indexed slots
-	np := a.rt.Size()
+	np := a.pg.Nnodes()
 	vals := make([]float64, 2*np)
 	if found {
-		vals[2*a.rt.Rank()] = 1
-		vals[2*a.rt.Rank()+1] = float64(pos)
+		vals[2*a.me] = 1
+		vals[2*a.me+1] = float64(pos)
 	}
 	cand := make([]T, np)
-	cand[a.rt.Rank()] = best
-	if err := GopSum(ctx, a.rt, vals); err != nil {
+	cand[a.me] = best
+	if err := gopOn(ctx, a.pg, "GA_Gop", rma.ReduceSum, vals); err != nil {
 		return best, nil, fmt.Errorf("ga: %s: %w", call, err)
 	}
-	if err := GopSum(ctx, a.rt, cand); err != nil {
+	if err := gopOn(ctx, a.pg, "GA_Gop", rma.ReduceSum, cand); err != nil {
 		return best, nil, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	found = false

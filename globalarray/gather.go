@@ -49,7 +49,7 @@ func (a *Array[T]) elements(ctx context.Context, o op, name string, subs [][]int
 	if len(subs) == 0 {
 		return nil
 	}
-	np := a.rt.Size()
+	np := a.pg.Nnodes()
 	owner := make([]int32, len(subs))
 	offs := make([]int, len(subs))
 	count := make([]int, np+1)
@@ -85,11 +85,11 @@ func (a *Array[T]) elements(ctx context.Context, o op, name string, subs [][]int
 		var h *rma.Handle
 		switch o {
 		case opGet:
-			h, err = a.rt.NbGetV(ctx, part, a.seg, r)
+			h, err = a.rt.NbGetV(ctx, part, a.seg, a.owner(r))
 		case opPut:
-			h, err = a.rt.NbPutV(ctx, part, a.seg, r)
+			h, err = a.rt.NbPutV(ctx, part, a.seg, a.owner(r))
 		default:
-			h, err = a.rt.NbAccV(ctx, a.typ, scale, part, a.seg, r)
+			h, err = a.rt.NbAccV(ctx, a.typ, scale, part, a.seg, a.owner(r))
 		}
 		if h != nil {
 			hs = append(hs, h)

@@ -56,8 +56,8 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 		return fmt.Errorf("ga: %s: op(%q) is %d×%d, op(%q) %d×%d, %q %d×%d: %w", call, a.name, am, ak, b.name, bk, bn, c.name, m, n, ErrShape)
 	case c == a || c == b:
 		return fmt.Errorf("ga: %s: %q is both a factor and the product: %w", call, c.name, ErrShape)
-	case a.rt != c.rt || b.rt != c.rt:
-		return fmt.Errorf("ga: %s: arrays of different runtimes: %w", call, ErrShape)
+	case !a.pg.same(c.pg) || !b.pg.same(c.pg):
+		return fmt.Errorf("ga: %s: arrays of different runtimes or process groups: %w", call, ErrShape)
 	}
 	k := ak
 	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(olo, ohi []int) error {

@@ -15,7 +15,7 @@ import (
 
 // gemmCase multiplies op(A)·op(B) (m×k by k×n) into C with alpha and beta and compares every
 // element with a serial triple loop.
-func gemmCase[T Floating](ctx context.Context, t testing.TB, rt *rma.Runtime, m, n, k int, transA, transB bool, tol float64) {
+func gemmCase[T Floating](ctx context.Context, t testing.TB, rt *rma.Runtime, m, n, k int, transA, transB bool, tol float64, opts ...Option) {
 	ad, bd := []int{m, k}, []int{k, n}
 	if transA {
 		ad = []int{k, m}
@@ -23,11 +23,11 @@ func gemmCase[T Floating](ctx context.Context, t testing.TB, rt *rma.Runtime, m,
 	if transB {
 		bd = []int{n, k}
 	}
-	a, err := Create[T](ctx, rt, "ga", ad)
+	a, err := Create[T](ctx, rt, "ga", ad, opts...)
 	require.NoError(t, err)
-	b, err := Create[T](ctx, rt, "gb", bd, Chunk(-1, 5))
+	b, err := Create[T](ctx, rt, "gb", bd, append([]Option{Chunk(-1, 5)}, opts...)...)
 	require.NoError(t, err)
-	c, err := Create[T](ctx, rt, "gc", []int{m, n})
+	c, err := Create[T](ctx, rt, "gc", []int{m, n}, opts...)
 	require.NoError(t, err)
 	ma, mb, mc := make([]T, m*k), make([]T, k*n), make([]T, m*n)
 	for i := range ma {

@@ -171,7 +171,7 @@ func (a *Array[T]) UpdateGhosts(ctx context.Context) error {
 	if err := a.alive(call); err != nil {
 		return err
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	if a.ghosted() && len(a.raw) > 0 {
@@ -205,7 +205,7 @@ func (a *Array[T]) UpdateGhosts(ctx context.Context) error {
 			return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 		}
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	return nil

@@ -26,7 +26,7 @@ func eachStorage[T Elem](a *Array[T], data []T, sdims, ld []int, fn func(i int, 
 	if len(data) == 0 {
 		return
 	}
-	lo, hi := a.Distribution(a.rt.Rank())
+	lo, hi := a.Distribution(a.me)
 	w, dims := a.GhostWidths(), a.Dims()
 	pos := make([]int, n)
 	sub := make([]int, n)
@@ -66,7 +66,7 @@ func fillModel[T Elem](ctx context.Context, t testing.TB, a *Array[T]) []T {
 	for x := range want {
 		want[x] = val[T](x + 1)
 	}
-	if a.rt.Rank() == 0 {
+	if a.me == 0 { // the first rank of the array's group
 		hi := make([]int, len(dims))
 		for d, e := range dims {
 			hi[d] = e - 1
@@ -80,8 +80,8 @@ func fillModel[T Elem](ctx context.Context, t testing.TB, a *Array[T]) []T {
 // ghostUpdate checks GA_Update_ghosts: after a whole-array Put every storage element of every
 // rank, ghost cells and corners included, holds the value of the element it mirrors
 // (periodically wrapped), and the array proper reads back unchanged.
-func ghostUpdate[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims, widths []int) {
-	a, err := Create[T](ctx, rt, "ghosts", dims, Ghosts(widths...))
+func ghostUpdate[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims, widths []int, opts ...Option) {
+	a, err := Create[T](ctx, rt, "ghosts", dims, append([]Option{Ghosts(widths...)}, opts...)...)
 	require.NoError(t, err)
 	defer a.Destroy(ctx)
 	require.True(t, a.HasGhosts())
@@ -99,7 +99,7 @@ func ghostUpdate[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dim
 	loc, ldA, err := a.Access()
 	require.NoError(t, err)
 	require.Equal(t, ld, ldA)
-	if lo, hi := a.Distribution(rt.Rank()); len(loc) > 0 {
+	if lo, hi := a.Distribution(a.me); len(loc) > 0 {
 		sub := append([]int(nil), lo...)
 		for k := 0; ; k++ {
 			i := 0

@@ -76,3 +76,15 @@ func Brdcst[T Elem](ctx context.Context, rt *rma.Runtime, root int, buf []T) err
 	}
 	return nil
 }
+
+// gopOn is gop among the members of pg (call names the GA call in errors).
+func gopOn[T Elem](ctx context.Context, pg *Pgroup, call string, op rma.ReduceOp, vals []T) error {
+	typ := accTypeOf[T]()
+	if op != rma.ReduceSum && op != rma.ReduceProd && isComplex(typ) {
+		return fmt.Errorf("ga: %s %v of %v: %w", call, op, typ, ErrType)
+	}
+	if err := pg.allReduce(ctx, typ, op, asBytes(vals)); err != nil {
+		return fmt.Errorf("ga: %s %v: %w", call, op, err)
+	}
+	return nil
+}

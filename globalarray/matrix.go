@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/cmplx"
+
+	"github.com/goarmci/goarmci/rma"
 )
 
 // Matrix operations on 2-dimensional arrays ([GA]: GA_Transpose, GA_Symmetrize,
@@ -42,7 +44,7 @@ func Transpose[T Elem](ctx context.Context, a, b *Array[T]) error {
 	if err != nil {
 		return err
 	}
-	if am != bn || an != bm || a.rt != b.rt {
+	if am != bn || an != bm || !a.pg.same(b.pg) {
 		return fmt.Errorf("ga: %s: %q is %d×%d, %q is %d×%d: %w", call, a.name, am, an, b.name, bm, bn, ErrShape)
 	}
 	return b.patchOp(ctx, call, []int{0, 0}, []int{bm - 1, bn - 1}, func(olo, ohi []int) error {
@@ -69,7 +71,7 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 	if m != n {
 		return fmt.Errorf("ga: %s %q: %d×%d is not square: %w", call, a.name, m, n, ErrShape)
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
 	}
 	// read the transposed part of my block first, write only after every rank has read
@@ -81,7 +83,7 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 		src = make([]T, rows*cols)
 		ferr = a.Get(ctx, []int{olo[1], olo[0]}, []int{ohi[1], ohi[0]}, src, nil)
 	}
-	if err := a.rt.Barrier(ctx); err != nil && ferr == nil {
+	if err := a.pg.barrier(ctx); err != nil && ferr == nil {
 		ferr = err
 	}
 	if ok && ferr == nil {
@@ -89,7 +91,7 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 		half := T(2)
 		a.eachOwned(olo, ohi, func(i, k int) { a.local[i] = (a.local[i] + src[(k%cols)*rows+k/cols]) / half })
 	}
-	if err := a.rt.Barrier(ctx); err != nil && ferr == nil {
+	if err := a.pg.barrier(ctx); err != nil && ferr == nil {
 		ferr = err
 	}
 	if ferr != nil {
@@ -105,7 +107,7 @@ func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(
 	if err != nil {
 		return err
 	}
-	if v == nil || v.d.NDim() != 1 || v.d.Dims()[0] != min(m, n) || v.rt != a.rt {
+	if v == nil || v.d.NDim() != 1 || v.d.Dims()[0] != min(m, n) || !v.pg.same(a.pg) {
 		return fmt.Errorf("ga: %s: the vector must have min(%d, %d) elements on the same runtime: %w", call, m, n, ErrShape)
 	}
 	if err := v.alive(call); err != nil {
@@ -152,7 +154,7 @@ func GetDiagonal[T Elem](ctx context.Context, a, v *Array[T]) error {
 	if err != nil {
 		return err
 	}
-	if v == nil || v.d.NDim() != 1 || v.d.Dims()[0] != min(m, n) || v.rt != a.rt {
+	if v == nil || v.d.NDim() != 1 || v.d.Dims()[0] != min(m, n) || !v.pg.same(a.pg) {
 		return fmt.Errorf("ga: %s: the vector must have min(%d, %d) elements on the same runtime: %w", call, m, n, ErrShape)
 	}
 	return v.patchOp(ctx, call, []int{0}, []int{min(m, n) - 1}, func(olo, ohi []int) error {
@@ -195,7 +197,7 @@ func norm[T Elem](ctx context.Context, call string, a *Array[T], along int) (flo
 		return 0, err
 	}
 	sums := make([]float64, []int{n, m}[along])
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	if olo, ohi, ok := a.owned([]int{0, 0}, []int{m - 1, n - 1}); ok {
@@ -206,7 +208,7 @@ func norm[T Elem](ctx context.Context, call string, a *Array[T], along int) (flo
 			sums[[]int{c, r}[along]] += mag(i)
 		})
 	}
-	if err := GopSum(ctx, a.rt, sums); err != nil {
+	if err := gopOn(ctx, a.pg, "GA_Gop", rma.ReduceSum, sums); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	best := 0.0

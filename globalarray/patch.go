@@ -195,10 +195,10 @@ func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []
 }
 
 // issue starts one owner's part of a patch transfer: one rma.Transfer of the descriptor
-// (contiguous when it has no stride levels; ARMCI_NbPut/NbPutS and kin).
+// (contiguous when it has no stride levels; ARMCI_NbPut/NbPutS and kin) to block rank's owner.
 func (a *Array[T]) issue(ctx context.Context, o op, s *dist.Strided, rank int, buf []byte, scale complex128, block bool) (*rma.Handle, error) {
 	local := buf[s.BufOff : s.BufOff+s.BufExtent()]
-	return a.rt.Transfer(ctx, dirs[o], a.typ, scale, local, s.BufStrides(), a.seg, rank, s.RemoteOff, s.RemoteStrides(), s.Counts(), block)
+	return a.rt.Transfer(ctx, dirs[o], a.typ, scale, local, s.BufStrides(), a.seg, a.owner(rank), s.RemoteOff, s.RemoteStrides(), s.Counts(), block)
 }
 
 // dirs maps a patch operation to its rma transfer direction.
@@ -227,7 +227,7 @@ func (a *Array[T]) ReadInc(ctx context.Context, subscript []int, inc int64) (int
 	if err != nil {
 		return 0, fmt.Errorf("ga: NGA_Read_inc %q: %w", a.name, err)
 	}
-	old, err := a.rt.Rmw(ctx, rop, a.seg, rank, elem*a.es, inc)
+	old, err := a.rt.Rmw(ctx, rop, a.seg, a.owner(rank), elem*a.es, inc)
 	if err != nil {
 		return 0, fmt.Errorf("ga: NGA_Read_inc %q: %w", a.name, err)
 	}

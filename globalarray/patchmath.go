@@ -115,7 +115,7 @@ func (src *Array[T]) source(ctx context.Context, slo []int, dlo, olo, ohi []int)
 // patchOp runs fn on this rank's part of dst's patch [lo, hi] between two barriers (the
 // collective frame of every patch operation); fn's error is returned after the second barrier.
 func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn func(olo, ohi []int) error) error {
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	var ferr error
@@ -123,7 +123,7 @@ func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn fu
 		ferr = fn(olo, ohi)
 	}
 	// the closing barrier even after fn failed: the call stays collective on every rank
-	if err := a.rt.Barrier(ctx); err != nil && ferr == nil {
+	if err := a.pg.barrier(ctx); err != nil && ferr == nil {
 		ferr = err
 	}
 	if ferr != nil {
@@ -144,8 +144,8 @@ func checkTernary[T Elem](call string, a *Array[T], alo, ahi []int, b *Array[T],
 	if err := b.checkPatchOf(call, blo, bhi, clo, chi); err != nil {
 		return err
 	}
-	if a.rt != c.rt || b.rt != c.rt {
-		return fmt.Errorf("ga: %s: arrays of different runtimes: %w", call, ErrShape)
+	if !a.pg.same(c.pg) || !b.pg.same(c.pg) {
+		return fmt.Errorf("ga: %s: arrays of different runtimes or process groups: %w", call, ErrShape)
 	}
 	return nil
 }
@@ -197,8 +197,8 @@ func CopyPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Arra
 	if err := b.checkPatchOf(call, blo, bhi, alo, ahi); err != nil {
 		return err
 	}
-	if a.rt != b.rt {
-		return fmt.Errorf("ga: %s: %q and %q live on different runtimes: %w", call, a.name, b.name, ErrShape)
+	if !a.pg.same(b.pg) {
+		return fmt.Errorf("ga: %s: %q and %q live on different runtimes or process groups: %w", call, a.name, b.name, ErrShape)
 	}
 	return b.patchOp(ctx, call, blo, bhi, func(olo, ohi []int) error {
 		src, err := a.source(ctx, alo, blo, olo, ohi)
@@ -258,10 +258,10 @@ func DotPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Array
 	if err := b.checkPatchOf(call, blo, bhi, alo, ahi); err != nil {
 		return sum, err
 	}
-	if a.rt != b.rt {
-		return sum, fmt.Errorf("ga: %s: %q and %q live on different runtimes: %w", call, a.name, b.name, ErrShape)
+	if !a.pg.same(b.pg) {
+		return sum, fmt.Errorf("ga: %s: %q and %q live on different runtimes or process groups: %w", call, a.name, b.name, ErrShape)
 	}
-	if err := a.rt.Barrier(ctx); err != nil {
+	if err := a.pg.barrier(ctx); err != nil {
 		return sum, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	var serr error
@@ -272,7 +272,7 @@ func DotPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Array
 		}
 	}
 	v := []T{sum}
-	err := a.rt.AllReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)) // collective even after a failed Get
+	err := a.pg.allReduce(ctx, a.typ, rma.ReduceSum, asBytes(v)) // collective even after a failed Get
 	if err = cmp.Or(serr, err); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}

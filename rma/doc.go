@@ -7,7 +7,9 @@
 // (ARMCI_Malloc/ARMCI_Free), Put/Get/Acc (ARMCI_Put/Get/Acc), PutS/GetS/AccS (ARMCI_PutS/...),
 // PutV/GetV/AccV (ARMCI_PutV/...), Nb* with Handle.Wait and WaitAll (ARMCI_NbPut/ARMCI_Wait/
 // ARMCI_WaitAll), Rmw (ARMCI_Rmw), CreateMutexes/Lock/Unlock (ARMCI_Create_mutexes/ARMCI_Lock/
-// ARMCI_Unlock), Fence/AllFence (ARMCI_Fence/ARMCI_AllFence), Barrier (ARMCI_Barrier).
+// ARMCI_Unlock), Fence/AllFence (ARMCI_Fence/ARMCI_AllFence), Barrier (ARMCI_Barrier), GroupCreate
+// and the Group's Size/Rank/Absolute/Malloc/Barrier/AllReduce/Broadcast/Free (ARMCI_Group_create,
+// ARMCI_Group_size/rank, ARMCI_Absolute_id, ARMCI_Malloc_group, ARMCI_Group_free, [ARMCI]).
 //
 // Remote memory is named by (segment, rank, byte offset) instead of ARMCI's remote pointers.
 //

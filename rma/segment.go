@@ -22,6 +22,7 @@ type Segment struct {
 	remote []remotePart
 	views  []atomic.Pointer[ibv.RemoteView] // per rank: load/store view of a same-node part (direct.go)
 	freed  bool
+	grp    *Group // allocated on a group (Group.Malloc), or nil: the whole runtime
 }
 
 type remotePart struct {
@@ -174,12 +175,17 @@ func (s *Segment) Len(p int) int {
 }
 
 // Free releases the segment (ARMCI_Free): collective; a barrier makes sure no rank still
-// accesses it.
+// accesses it. A segment allocated on a group (Group.Malloc) is freed by its members, with the
+// group's barrier.
 func (s *Segment) Free(ctx context.Context) error {
 	if s.freed {
 		return fmt.Errorf("%w: segment %d freed twice", ErrFreed, s.id)
 	}
-	if err := s.rt.Barrier(ctx); err != nil {
+	barrier := s.rt.Barrier
+	if s.grp != nil {
+		barrier = s.grp.Barrier
+	}
+	if err := barrier(ctx); err != nil {
 		return fmt.Errorf("rma: Free: %w", err)
 	}
 	s.freed = true
