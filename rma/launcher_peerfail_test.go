@@ -40,8 +40,8 @@ const launcherFailRanks = 4
 // still reach each other. The launchers' own reaction to a failed rank is turned off
 // (mpiexec -disable-auto-cleanup, mpirun --mca orte_abort_on_non_zero_status 0, the ranks ignore
 // goarmci run's SIGTERM), so what is tested is goarmci's detection. Skipped when the launcher is
-// not installed, and with -short. Slurm is not installed here: its launch is covered by
-// TestPeerProcessFailure with srun's environment.
+// not installed, and with -short. Slurm's srun runs the same children in TestSlurmLaunch, on a
+// private single-node Slurm the test starts.
 func TestLauncherPeerFailure(t *testing.T) {
 	if v := os.Getenv(launcherFailChildEnv); v != "" {
 		launcherFailChild(v)
