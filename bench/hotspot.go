@@ -197,7 +197,9 @@ type simStats struct {
 // (Alltoall latency). bubble must run its function inside a testing/synctest bubble
 // (synctest.Test) and return when it returns: each run creates its fabric and ranks inside one
 // and closes them before it ends, so its times are virtual; outside a bubble they would be the
-// machine's. Errors wrap ErrOptions, and rma's or the fabric's errors.
+// machine's. ctx must not come from outside the bubble (a signal context's goroutine would wait
+// on the bubble's channels): a command passes context.Background(). Errors wrap ErrOptions, and
+// rma's or the fabric's errors.
 func HotspotSim(ctx context.Context, o SimOptions, bubble func(func())) (*Result, error) {
 	o, err := o.check()
 	if err != nil {
