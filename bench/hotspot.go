@@ -65,9 +65,10 @@ func (r SimRun) Name() string {
 
 // DefaultSimRuns are the configurations of [Vishnu07 ch. 7–8]'s figures: the single-path
 // original, even striping over 4 paths, adaptive striping (HSAM) over 2, 4 and 8 paths, BSS
-// (n_paths, n_batch) = (4,2), (8,2), (12,3), and the default policy ("auto") over 4 paths.
+// (n_paths, n_batch) = (4,2), (8,2), (12,3), and load-balanced fragmentation (the default before
+// these measurements, [Vishnu07 ch. 5]) over 4 paths.
 var DefaultSimRuns = []SimRun{{1, "binding"}, {4, "even"}, {2, "hsam"}, {4, "hsam"}, {8, "hsam"},
-	{4, "bss:2"}, {8, "bss:2"}, {12, "bss:3"}, {4, "auto"}}
+	{4, "bss:2"}, {8, "bss:2"}, {12, "bss:3"}, {4, "fragment"}}
 
 // ParseSimRuns parses a comma list of runs "P/policy" (e.g. "1/binding,4/hsam,12/bss:3").
 // Errors wrap ErrOptions.

@@ -54,7 +54,7 @@ func parseSim(stderr io.Writer, args []string) (*simFlags, bench.SimOptions, err
 	}
 	fs.Bool("sim", true, "run on the simulated fat tree (this command)")
 	fs.StringVar(&f.np, "np", "24,32,48,64", "job sizes (comma list of ranks)")
-	fs.StringVar(&f.runs, "runs", "", "configurations PATHS/POLICY (comma list; default the dissertation's: 1/binding,4/even,2/hsam,4/hsam,8/hsam,4/bss:2,8/bss:2,12/bss:3,4/auto)")
+	fs.StringVar(&f.runs, "runs", "", "configurations PATHS/POLICY (comma list; default the dissertation's: 1/binding,4/even,2/hsam,4/hsam,8/hsam,4/bss:2,8/bss:2,12/bss:3,4/fragment)")
 	fs.IntVar(&f.paths, "paths", 0, "paths per rail of a single configuration (with -policy; overrides -runs)")
 	fs.StringVar(&f.policy, "policy", "adaptive", "stripe policy of the single configuration (-paths)")
 	fs.StringVar(&f.pattern, "pattern", bench.SimDRC, "drc or alltoall")

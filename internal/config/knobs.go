@@ -236,7 +236,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_STRIPE_POLICY", Type: "string", Default: "auto",
-		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam); multirail validates it",
+		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam, fragment); auto = adaptive striping over every rail and path, which keeps the rate when a path turns into a hot spot; multirail validates it",
 		get: func(c *Config) string { return c.StripePolicy },
 		set: func(c *Config, v string) error {
 			v = strings.ToLower(strings.TrimSpace(v))
