@@ -60,6 +60,9 @@ type Endpoint struct {
 	PD   *ibv.PD
 	CQ   *ibv.CQ
 	Port uint8 // local port (rail) new connections use
+	// PathBits are the path bits new connections use on Port (WithPath): source path bits and
+	// the offset of the destination LID from the peer port's base LID [Vishnu07 §2.2].
+	PathBits uint8
 
 	ft *devState // nil: pass-through
 }
@@ -83,6 +86,20 @@ func NewEndpoint(dev *ibv.Context, port uint8, cqe int) (*Endpoint, error) {
 func (ep *Endpoint) WithPort(port uint8) *Endpoint {
 	e := *ep
 	e.Port = port
+	return &e
+}
+
+// WithPath returns a copy of the endpoint whose new connections use path bits bits on its port
+// (same PD, CQ and fault-tolerance state): one endpoint per (rail, path) of a device, the
+// several paths per rail of [Vishnu07 §2.2, ch. 7] (LMC). A connection's queue pair then sends
+// with source path bits bits to the peer port's base LID plus bits, so a destination-routed
+// fabric carries each path on its own route, and the peer's responses come back on it; the
+// peer port must answer to that LID (LMC ≥ log2(bits+1)). Both ends of a connection should use
+// the same path bits. A fault-tolerant connection's home path is (port, bits): software
+// recovery reconnects on it while its port is up.
+func (ep *Endpoint) WithPath(bits uint8) *Endpoint {
+	e := *ep
+	e.PathBits = bits
 	return &e
 }
 
@@ -252,7 +269,7 @@ func (ep *Endpoint) NewConn() (*Conn, error) {
 	c.rec.recCore = newRecCore(c.id, m.opts.Resend, m.opts.Probe)
 	c.drv, _ = provider.QPDriver(qp).(recoveryDriver)
 	c.log.init(qp.Cap().MaxSendWR)
-	c.home = apm.Path{Port: ep.Port}
+	c.home = apm.Path{Port: ep.Port, PathBits: ep.PathBits}
 	c.primary = c.home
 	c.peerRec, c.ownRec = map[uint32]record{}, map[uint32]record{}
 	c.local.ID, c.local.Port = c.id, ep.Port
@@ -298,7 +315,9 @@ func (c *Conn) ConnectWith(r ConnInfo, o ConnectOptions) error {
 	if o.PrimaryAddr != "" {
 		addr = o.PrimaryAddr
 	}
-	err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: addr, DLID: r.LID, PortNum: c.ep.Port},
+	bits := c.ep.PathBits
+	err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: addr, DLID: r.LID + uint16(bits),
+		SrcPathBits: bits, PortNum: c.ep.Port},
 		DestQPN: r.QPN, RQPSN: r.PSN}, ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN)
 	if err != nil {
 		return fmt.Errorf("hybridft: connect to %s qp %d: %w", r.Addr, r.QPN, err)

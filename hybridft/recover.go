@@ -138,7 +138,12 @@ func (m *Manager) recycle(c *Conn, port uint8) bool {
 // connect moves the recycled queue pair to RTR and RTS on (port, peer port) (c.mu held).
 func (m *Manager) connect(c *Conn, port, peerPort uint8, peerQPN, rqpsn, sqpsn uint32) bool {
 	rp := c.remote.Paths[peerPort-1]
-	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: rp.Addr, DLID: rp.LID, PortNum: port},
+	var bits uint8 // the home path's bits on the home port (Endpoint.WithPath), else 0
+	if port == c.home.Port && peerPort == c.remote.Port {
+		bits = c.home.PathBits
+	}
+	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: rp.Addr, DLID: rp.LID + uint16(bits),
+		SrcPathBits: bits, PortNum: port},
 		DestQPN: peerQPN, RQPSN: rqpsn}, ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN); err != nil {
 		m.log.Debug().Err(err).Msg("hybridft: QP to RTR")
 		return false
@@ -148,7 +153,7 @@ func (m *Manager) connect(c *Conn, port, peerPort uint8, peerQPN, rqpsn, sqpsn u
 		m.log.Debug().Err(err).Msg("hybridft: QP to RTS")
 		return false
 	}
-	c.primary, c.hasAlt = apm.Path{Port: port}, false
+	c.primary, c.hasAlt = apm.Path{Port: port, PathBits: bits}, false
 	return true
 }
 

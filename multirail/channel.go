@@ -20,7 +20,7 @@ var ErrPolicy = errors.New("multirail: bad scheduling policy")
 // ChannelConfig configures a channel's communication scheduler [Vishnu07 §4.1].
 type ChannelConfig struct {
 	// Policy is a policy spec as sched.Parse accepts it ("auto", "bss:2", ...; GOARMCI_STRIPE_POLICY);
-	// "" means "auto".
+	// "" means "auto", adaptive striping over every subchannel (sched.New).
 	Policy string
 	// Threshold is the switchover threshold in bytes (0: sched.DefaultThreshold;
 	// GOARMCI_STRIPE_THRESHOLD): smaller operations are not striped [Vishnu07 §5.2.3].
@@ -31,7 +31,8 @@ type ChannelConfig struct {
 }
 
 // Channel is the virtual channel to one peer [Vishnu07 §4.1.1]: its subchannels, one RC
-// connection (queue pair) each, usually one per rail, and the communication scheduler that maps
+// connection (queue pair) each, one per rail or per (rail, path bits) [Vishnu07 ch. 7], and the
+// communication scheduler that maps
 // operations onto them.
 //
 // Each operation (Write, Read, Accumulate, Atomic) is handed to the channel's scheduling policy

@@ -5,7 +5,8 @@
 //
 // A Network is one device's side of the job: its connections (hybridft.Conn), the table of
 // in-flight requests and the progress engine that polls the completion queue. A Channel is the
-// path set to one peer: one subchannel (RC queue pair) per rail, with a scheduling policy of
+// path set to one peer: one subchannel (RC queue pair) per rail — per (rail, path bits) with
+// several paths per rail (LMC, [Vishnu07 ch. 7]) — with a scheduling policy of
 // package sched [Vishnu07 ch. 4–8] that stripes or multiplexes each operation over them, feeds
 // stripe delivery times back to the adaptive policies and keeps overlapping operations in order
 // (see Channel).

@@ -60,6 +60,7 @@ func (r *Runtime) openNet() error {
 		if err != nil {
 			return err
 		}
+		pc.LMC = lmcFor(r.cfg.Paths) // one stream per path (paths.go)
 		ports = append(ports, pc)
 	}
 	// The ACK timeout floor is GOARMCI_ACK_TIMEOUT (default 50 ms): the engine's own 10 ms floor
@@ -97,7 +98,9 @@ func (r *Runtime) openNet() error {
 	if err != nil {
 		return err
 	}
-	r.addEndpoint(TransportTCP, ep, nil)
+	if err := r.addEndpoint(TransportTCP, ep, nil); err != nil {
+		return err
+	}
 	r.nets[len(r.nets)-1].mgr = m
 	return nil
 }
@@ -143,18 +146,27 @@ func (r *Runtime) addNetwork(kind Transport, dev *ibv.Context, alloc func(int) (
 	if err != nil {
 		return err
 	}
-	r.addEndpoint(kind, ep, alloc)
-	return nil
+	return r.addEndpoint(kind, ep, alloc)
 }
 
-// addEndpoint adds a network over ep's device with one endpoint per port (rail), all sharing the
+// addEndpoint adds a network over ep's device with one endpoint per port (rail) — on the network
+// (TransportTCP) one per (rail, path), Config.Paths per rail (paths.go) — all sharing the
 // device's PD and completion queue (and, for a fault-tolerant endpoint, its recovery state).
-func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(int) ([]byte, func() error, error)) {
+// Errors wrap ErrConfig (ports without the LIDs the paths need).
+func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(int) ([]byte, func() error, error)) error {
 	eps := []*hybridft.Endpoint{ep}
-	for p := 2; p <= ep.Dev.QueryDevice().PhysPortCnt; p++ {
-		eps = append(eps, ep.WithPort(uint8(p)))
+	if kind == TransportTCP {
+		var err error
+		if eps, err = r.pathEndpoints(ep); err != nil {
+			return err
+		}
+	} else {
+		for p := 2; p <= ep.Dev.QueryDevice().PhysPortCnt; p++ {
+			eps = append(eps, ep.WithPort(uint8(p)))
+		}
 	}
 	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: multirail.NewNetwork(ep), alloc: alloc})
+	return nil
 }
 
 // defaultRail is the address to listen on when no rails are configured: the source address

@@ -123,14 +123,18 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	// 2. Devices. Every rank opens the same kinds, so segment keys line up.
 	useShm := c.Transport != TransportTCP && anyLocal
 	useNet := c.Transport == TransportTCP || anyRemote
-	flags, err := r.boot.AllGather(ctx, []byte{b2i(useShm), b2i(useNet)})
+	flags, err := r.boot.AllGather(ctx, []byte{b2i(useShm), b2i(useNet), byte(c.Paths)})
 	if err != nil {
 		return nil, fmt.Errorf("rma: init: device exchange: %w", err)
 	}
-	for _, f := range flags {
-		if len(f) == 2 {
+	for p, f := range flags {
+		if len(f) >= 2 {
 			useShm = useShm || f[0] == 1
 			useNet = useNet || f[1] == 1
+		}
+		if len(f) >= 3 && int(f[2]) != c.Paths {
+			return nil, fmt.Errorf("%w: rank %d uses %d paths per rail, this rank %d: GOARMCI_PATHS must be equal on every rank",
+				ErrConfig, p, f[2], c.Paths)
 		}
 	}
 	if useShm {
@@ -209,6 +213,9 @@ func (c *Config) fillDefaults() error {
 	if c.StripePolicy == "" {
 		c.StripePolicy = env.cfg.StripePolicy
 	}
+	if err := c.checkPaths(env.cfg.Paths); err != nil {
+		return err
+	}
 	if c.StripeThreshold == 0 {
 		c.StripeThreshold = int(env.cfg.StripeThreshold)
 	}
@@ -230,7 +237,8 @@ func (c *Config) fillDefaults() error {
 }
 
 // connect creates the connections to every peer on the peer's network — one per rail (port) of
-// the network device, the subchannels of the peer's multirail channel — and exchanges their
+// the network device and path (Config.Paths, paths.go), the subchannels of the peer's multirail
+// channel — and exchanges their
 // connection information through the bootstrap. Rail i connects to the peer's rail i; when two
 // ranks have different numbers of rails they use the rails both have.
 func (r *Runtime) connect(ctx context.Context) error {

@@ -3,8 +3,9 @@ package rma
 import "github.com/goarmci/goarmci/multirail"
 
 // Rails is a read-only view of the rails that carry this rank's operations to one network peer:
-// the subchannels of the peer's multirail channel, one RC connection per rail, and the policy
-// that stripes operations over them [Vishnu07 ch. 4]. Its counters are live. A nil *Rails (no
+// the subchannels of the peer's multirail channel, one RC connection per rail — per (rail, path)
+// with Config.Paths > 1, rail-major (paths.go) — and the policy that stripes operations over
+// them [Vishnu07 ch. 4, 7]. Its counters are live. A nil *Rails (no
 // channel to the peer) has no rails.
 type Rails struct{ ch *multirail.Channel }
 
@@ -19,7 +20,7 @@ func (r *Runtime) Rails(p int) *Rails {
 	return &Rails{ch: ch}
 }
 
-// Len is the number of rails (subchannels).
+// Len is the number of subchannels (rails × paths).
 func (rs *Rails) Len() int {
 	if rs == nil {
 		return 0

@@ -60,6 +60,11 @@ type Config struct {
 	// StripeThreshold is the switchover threshold in bytes below which operations are not
 	// striped; default GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int
+	// Paths is the number of paths per rail (1..64; default GOARMCI_PATHS, 1): every network
+	// peer's channel gets rails × Paths subchannels, one RC queue pair per (rail, path bits),
+	// the path bits routed as LMC offsets of the peer's LID [Vishnu07 §2.2, ch. 7] (paths.go).
+	// Every rank must use the same value.
+	Paths int
 	// HostID overrides node detection (ranks with equal HostID share memory); default
 	// hostname + boot id.
 	HostID string

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,8 @@ joined by -rails veth pairs with a tbf rate per rail (each host's egress), one r
 
   rails       put/get bandwidth (-sizes) and latency (-lat-sizes) over 1..R rails (-counts) and
               each policy (-policies) [Vishnu07 ch. 4-8]
-  hotspot     4 MiB puts for -duration; at -event one rail (-cut-rail) is cut to 1/-cut-factor
+  hotspot     (with -sim: on the simulated fat tree, no root; goarmci bench hotspot -sim -h)
+              4 MiB puts for -duration; at -event one rail (-cut-rail) is cut to 1/-cut-factor
               of its rate (tc change): per policy, the bandwidth before and after and after how
               many operations it is back at -recover of the new summed rate
   fault       1 MiB put and get timeline; at -event rail 0's cable is pulled (ip link set down)
@@ -333,6 +335,9 @@ func (f *scenarioFlags) childArgs(op string) []string {
 
 // runScenario is `goarmci bench SCENARIO`: a rank of a launched job, or the launcher.
 func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	if slices.Contains(args, bench.ScenarioHotspot) && isSim(args) {
+		return runHotspotSim(stdout, stderr, args) // bench_sim.go
+	}
 	f, err := parseScenario(stderr, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -16,6 +16,7 @@ var badKnobValues = map[string]string{
 	"GOARMCI_TRANSPORT":           "ib",
 	"GOARMCI_SHM_DIR":             "relative/dir",
 	"GOARMCI_RAILS":               "eth0,eth 1",
+	"GOARMCI_PATHS":               "0",
 	"GOARMCI_LOG_LEVEL":           "loud",
 	"GOARMCI_LOG_FORMAT":          "xml",
 	"GOARMCI_STARTUP_TIMEOUT":     "0s",

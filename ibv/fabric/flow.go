@@ -237,7 +237,16 @@ func (n *netsim) start(id int32, t time.Duration) {
 	}
 	p.i++
 	p.tail = fin + lat
-	n.push(event{at: t + lat, p: p, hop: p.route[p.i]})
+	// A switch cuts through onto the next link only as far as the packet's tail keeps up: it
+	// starts there no earlier than the tail's arrival minus the packet's time on that link (no
+	// underrun), so a faster link never idles behind a slower one (a hop slowed by SetHopRate, an
+	// UplinkRate below LinkRate) while other flows wait for it.
+	next := p.route[p.i]
+	head := t + lat
+	if r := n.hops[next].rate; r > 0 {
+		head = max(head, p.tail-time.Duration(int64(p.size)*int64(time.Second)/r))
+	}
+	n.push(event{at: head, p: p, hop: next})
 }
 
 // service is the time a packet of size bytes occupies the hop.

@@ -61,6 +61,10 @@ const (
 	LogAuto LogFormat = "auto"
 )
 
+// MaxPaths bounds GOARMCI_PATHS: a channel has at most 64 subchannels
+// (multirail/sched.MaxSubchannels); P paths take an LMC of ⌈log2 P⌉ ≤ 6 on every port.
+const MaxPaths = 64
+
 // Config is the runtime configuration. The zero value is not meaningful; start from Default()
 // or FromEnv() and change fields, or call Set with a knob name and its text value.
 type Config struct {
@@ -73,6 +77,10 @@ type Config struct {
 	// Rails are interface names or listen addresses, one per rail; empty means the host
 	// address (loopback for a single node). GOARMCI_RAILS.
 	Rails []string
+	// Paths is the number of paths per rail (1..MaxPaths): every network peer's channel has
+	// rails × Paths subchannels, one RC queue pair per (rail, path bits), the path bits an LMC
+	// offset of the destination LID [Vishnu07 §2.2, ch. 7]. GOARMCI_PATHS.
+	Paths int
 	// LogLevel is a zerolog level name (trace, debug, info, warn, error, fatal, panic,
 	// disabled). GOARMCI_LOG_LEVEL.
 	LogLevel string

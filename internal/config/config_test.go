@@ -14,6 +14,7 @@ func TestDefaults(t *testing.T) {
 	c := Default()
 	assert.Equal(t, TransportAuto, c.Transport)
 	assert.Empty(t, c.Rails)
+	assert.Equal(t, 1, c.Paths)
 	assert.Equal(t, "warn", c.LogLevel)
 	assert.Equal(t, 60*time.Second, c.StartupTimeout)
 	assert.True(t, c.APM)

@@ -137,6 +137,17 @@ var table = []Knob{
 			c.Rails = rails
 			return nil
 		}},
+	{Name: "GOARMCI_PATHS", Type: "int", Default: "1", Unit: "paths",
+		Doc: "paths per rail: each network peer's channel gets rails × paths subchannels, one RC queue pair per (rail, path bits), path bits routed as LMC offsets of the destination LID [Vishnu07 §2.2, ch. 7]; on tcp each path is its own stream; 1..64, rails × paths ≤ 64",
+		get: func(c *Config) string { return strconv.Itoa(c.Paths) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 || n > MaxPaths {
+				return fmt.Errorf("want an integer in [1, %d]", MaxPaths)
+			}
+			c.Paths = n
+			return nil
+		}},
 	{Name: "GOARMCI_LOG_LEVEL", Type: "enum(zerolog level)",
 		Default: "warn", Doc: "zerolog level of the runtime's log",
 		get: func(c *Config) string { return c.LogLevel },
@@ -241,7 +252,7 @@ var table = []Knob{
 			return nil
 		}},
 	{Name: "GOARMCI_STRIPE_POLICY", Type: "string", Default: "auto",
-		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam); multirail validates it",
+		Doc: "multi-rail policy (e.g. binding, round-robin, even, weighted, adaptive, bss, hsam, fragment); auto = adaptive striping over every rail and path, which keeps the rate when a path turns into a hot spot; multirail validates it",
 		get: func(c *Config) string { return c.StripePolicy },
 		set: func(c *Config, v string) error {
 			v = strings.ToLower(strings.TrimSpace(v))

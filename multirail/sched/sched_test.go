@@ -122,7 +122,8 @@ func TestStriping(t *testing.T) {
 		{"epc non-blocking whole", "epc", Config{Subchannels: 2}, Op{Kind: Put, Size: 1 << 20}, []int{0}, []int{1 << 20}},
 		{"epc blocking small whole", "epc", Config{Subchannels: 2}, Op{Kind: Get, Size: 1 << 10, Blocking: true}, []int{0}, []int{1 << 10}},
 		{"fragment empty loads", "fragment", Config{Subchannels: 2}, Op{Kind: Put, Size: 64 << 10}, []int{0, 1}, []int{32 << 10, 32 << 10}},
-		{"auto is fragment", "auto", Config{Subchannels: 2}, Op{Kind: Get, Size: 64 << 10}, []int{0, 1}, []int{32 << 10, 32 << 10}},
+		{"fragment get", "fragment", Config{Subchannels: 2}, Op{Kind: Get, Size: 64 << 10}, []int{0, 1}, []int{32 << 10, 32 << 10}},
+		{"auto is adaptive over every path", "auto", Config{Subchannels: 3}, Op{Kind: Put, Size: 3 << 20}, []int{0, 1, 2}, []int{1 << 20, 1 << 20, 1 << 20}},
 		{"fragment below threshold", "fragment", Config{Subchannels: 2}, Op{Kind: Get, Size: 16<<10 - 1}, []int{0}, []int{16<<10 - 1}},
 		{"bss (4,2) first batch", "bss:2", Config{Subchannels: 4}, Op{Kind: Put, Size: 1 << 20}, []int{0, 1}, []int{512 << 10, 512 << 10}},
 		{"hsam all paths", "hsam", Config{Subchannels: 3}, Op{Kind: Put, Size: 3 << 20}, []int{0, 1, 2}, []int{1 << 20, 1 << 20, 1 << 20}},
@@ -379,25 +380,25 @@ func TestMultiplexSmall(t *testing.T) {
 		steps string
 		want  []int
 	}{
-		{"fragment serial stays", "auto", 2, serial, []int{0, 0, 0, 0, 0}},
+		{"fragment serial stays", "fragment", 2, serial, []int{0, 0, 0, 0, 0}},
 		{"fragment serial stays, 4", "fragment", 4, serial, []int{0, 0, 0, 0, 0}},
 		{"even serial stays", "even", 3, serial, []int{0, 0, 0, 0, 0}},
 		{"weighted serial stays", "weighted:1:3", 2, serial, []int{0, 0, 0, 0, 0}},
 		{"epc serial stays", "epc", 2, serial, []int{0, 0, 0, 0, 0}},
 		{"adaptive serial stays", "adaptive", 4, serial, []int{0, 0, 0, 0, 0}},
-		{"fragment burst spreads", "auto", 2, "s s s s s", []int{0, 1, 0, 1, 0}},
-		{"fragment burst spreads, 3", "auto", 3, "s s s s a", []int{0, 1, 2, 0, 1}},
+		{"fragment burst spreads", "fragment", 2, "s s s s s", []int{0, 1, 0, 1, 0}},
+		{"fragment burst spreads, 3", "fragment", 3, "s s s s a", []int{0, 1, 2, 0, 1}},
 		{"even burst spreads, 4", "even", 4, "s s s s s", []int{0, 1, 2, 3, 0}},
 		{"epc burst spreads", "epc", 2, "s a s", []int{0, 1, 0}},
 		// after a burst drains, the next operation stays where the last one went
-		{"fragment after a burst", "auto", 3, "s s c0 c1 s s", []int{0, 1, 1, 2}},
+		{"fragment after a burst", "fragment", 3, "s s c0 c1 s s", []int{0, 1, 1, 2}},
 		// the least busy wins over round-robin order (1, not 0, after 2), then ties go round robin
-		{"fragment least busy", "auto", 3, "s s s c1 s s", []int{0, 1, 2, 1, 2}},
+		{"fragment least busy", "fragment", 3, "s s s c1 s s", []int{0, 1, 2, 1, 2}},
 		// a pinned operation counts as busy but does not move the previous subchannel
-		{"fragment pinned", "auto", 2, "p0 s c1 p1 s", []int{0, 1, 1, 0}},
+		{"fragment pinned", "fragment", 2, "p0 s c1 p1 s", []int{0, 1, 1, 0}},
 		// a striped operation in flight keeps every subchannel busy: the small one takes the
 		// next in round-robin order, then the idle one
-		{"fragment behind a striped put", "auto", 2, "s c0 b s s", []int{0, 1, 0}},
+		{"fragment behind a striped put", "fragment", 2, "s c0 b s s", []int{0, 1, 0}},
 		// bss multiplexes over its batch only (4 paths, n_batch 2: subchannels 0 and 1)
 		{"bss batch", "bss:2", 4, "s s s c0 s", []int{0, 1, 0, 1}},
 		{"bss batch serial", "bss:2", 4, "s c0 s c1 s", []int{0, 0, 0}},
