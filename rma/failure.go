@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Peer failure. A rank whose process ends before Finalize (it returns or exits early, crashes,
@@ -26,13 +29,16 @@ import (
 // of its own returns an error wrapping ErrExpelled and ErrPeerFailed naming itself. Its late
 // traffic cannot change survivors' memory: over the network, survivors moved their queue pairs
 // to it to ERROR when they learned the failure (a queue pair in ERROR drops what arrives, [IBA]
-// ch. 10) and refuse its new connections; over shared memory, where the expelled process
-// writes survivors' memory itself, every operation to a same-node peer first checks this
-// rank's membership (checkMember: the rendezvous answered one of its heartbeats less than half
-// the failure timeout ago, else it asks and waits for the answer). What remains: an operation
-// already past that check when the process is stopped completes when it resumes (a copy into
-// a same-node peer's segment, an accumulate or atomic on it, a lock word), and memory reached
-// through Runtime.Direct views is not checked at all.
+// ch. 10) and refuse its new connections; over shared memory, where the expelled process would
+// write survivors' memory itself, the same-node survivors kill it (fence: SIGKILL through a
+// pidfd opened at Init) as soon as they learn the failure — a rank declared failed is made to
+// fail, as fail-stop semantics require. Where no pidfd can be opened, every operation to a
+// same-node peer first checks this rank's membership instead (checkMember: the rendezvous
+// answered one of its heartbeats less than half the failure timeout ago, else it asks and waits
+// for the answer), at the cost of a clock read per operation. What remains: a process resumed
+// in the instant between its declaration and the survivors' kill can still complete the
+// operation it was stopped in (a copy into a same-node peer's segment, an accumulate or atomic
+// on it, a lock word).
 
 // FailureDetector is implemented by a Bootstrap that detects failed ranks (internal/bootstrap's
 // client; rmatest's group, which injects failures). OnPeerFailure registers f, called once for
@@ -50,6 +56,9 @@ type failures struct {
 	// member checks this rank's membership before a same-node peer's memory is written
 	// (internal/bootstrap's client: Member), or nil (no such bootstrap).
 	member memberChecker
+	// lease: operations to same-node peers check membership first (checkMember), because some
+	// same-node peer could not be fenced through a pidfd (fenceNode); decided at Init.
+	lease bool
 }
 
 // memberChecker is implemented by a bootstrap that tells whether this rank is still a member of
@@ -103,7 +112,54 @@ func (r *Runtime) peerFailed(rank int, cause error) {
 	if r.fail.errs[rank].CompareAndSwap(nil, &err) {
 		r.fail.any.Store(true)
 		r.log.Warn().Int("peer", rank).Err(err).Msg("peer failed")
+		r.fence(rank)
 		r.abortPeer(rank, err)
+	}
+}
+
+// fenceNode opens a pidfd of every same-node peer that runs in another process, so that a peer
+// declared failed can be stopped for good (fence). Where one cannot be opened (pidfd_open needs
+// Linux 5.3), operations to same-node peers check this rank's membership instead (lease): it
+// returns true then.
+func (r *Runtime) fenceNode() (fallback bool) {
+	me := os.Getpid()
+	for _, pe := range r.peers {
+		if pe.qp == nil || pe.pid == me || pe.pid <= 0 {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pe.pid, 0)
+		if err != nil {
+			r.log.Debug().Err(err).Int("peer", pe.rank).Msg("rma: no pidfd of a same-node peer: membership checks instead")
+			fallback = true
+			continue
+		}
+		pe.pidfd = fd
+	}
+	return fallback
+}
+
+// fence makes a failed same-node rank fail-stop: SIGKILL through its pidfd (which names that
+// process, never a later one with the same pid). A rank declared failed while its process still
+// runs — stopped or starved past the failure timeout — could otherwise resume and write this
+// node's shared memory; over the network its late packets are refused anyway (abortPeer). A
+// process that already ended is not signalled again (ESRCH).
+func (r *Runtime) fence(rank int) {
+	pe := r.peers[rank]
+	if pe == nil || pe.pidfd < 0 || rank == r.rank {
+		return
+	}
+	if err := unix.PidfdSendSignal(pe.pidfd, unix.SIGKILL, nil, 0); err == nil {
+		r.log.Info().Int("peer", rank).Int("pid", pe.pid).Msg("rma: failed same-node rank killed (fail-stop: it cannot write this node's memory late)")
+	}
+}
+
+// closeFences closes the pidfds of fenceNode (teardown).
+func (r *Runtime) closeFences() {
+	for _, pe := range r.peers {
+		if pe != nil && pe.pidfd >= 0 {
+			_ = unix.Close(pe.pidfd)
+			pe.pidfd = -1
+		}
 	}
 }
 

@@ -84,10 +84,18 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("rma: init: job secret: %w", err)
 	}
 
-	// 1. Who shares my node.
-	ids, err := r.boot.AllGather(ctx, []byte(c.HostID))
+	// 1. Who shares my node (host id, and the process id: failed same-node ranks are fenced off
+	// through it, failure.go).
+	all, err := r.boot.AllGather(ctx, append(binary.LittleEndian.AppendUint32(nil, uint32(os.Getpid())), c.HostID...))
 	if err != nil {
 		return nil, fmt.Errorf("rma: init: host exchange: %w", err)
+	}
+	ids, pids := make([][]byte, len(all)), make([]int, len(all))
+	for p, b := range all {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("rma: init: host exchange: rank %d sent %d bytes: %w", p, len(b), errBlob)
+		}
+		pids[p], ids[p] = int(binary.LittleEndian.Uint32(b)), b[4:]
 	}
 	r.peers = make([]*peer, r.size)
 	for _, id := range ids {
@@ -103,7 +111,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	}
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {
-		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID}
+		pe := &peer{rank: p, net: -1, local: string(ids[p]) == c.HostID, pid: pids[p], pidfd: -1}
 		pe.done = func(*multirail.Request) { pe.outstanding.Add(-1) }
 		if c.Stats {
 			pe.ctr = new(peerCounters)
@@ -151,7 +159,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.connect(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: connect: %w", err)
 	}
+	fallback := r.fenceNode()
 	r.watchFailures() // from now on: every peer and its connection exist
+	r.fail.lease = fallback && r.fail.member != nil
 
 	// 4. The runtime's own segment.
 	slot := max(minSlot, (scratchTotal/r.size)&^127) // two sets of Size slots (collective.go)
@@ -445,6 +455,7 @@ func (r *Runtime) Finalize(ctx context.Context) error {
 }
 
 func (r *Runtime) teardown() {
+	r.closeFences()
 	r.odMu.Lock()
 	r.odClosed = true // no channel is installed from now on
 	r.odMu.Unlock()

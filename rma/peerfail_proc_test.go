@@ -45,8 +45,9 @@ const peerFailRanks = 4
 // A paused process (SIGSTOP) is not an ended one: paused for 300 ms with a failure timeout of 3 s
 // it is not declared, the job ends normally and every rank's last Put is in place; paused for
 // 3 s with a failure timeout of 1 s it is declared ("rank 1 silent for the failure timeout
-// (1s)"), and when it resumes it learns it was expelled (its operations fail with rma.ErrExpelled)
-// and its attempts to write survivors' memory change nothing there.
+// (1s)"). Over shared memory its node's survivors then kill it (fail-stop: it could write their
+// memory): it never resumes. Over tcp it resumes and learns it was expelled (its operations fail
+// with rma.ErrExpelled); either way the survivors' memory it could write is unchanged.
 func TestPeerProcessFailure(t *testing.T) {
 	if v := os.Getenv(peerFailChildEnv); v != "" {
 		peerFailChild(t, v)
@@ -197,7 +198,13 @@ func runPeerFailJob(t *testing.T, launcher, fault string, victim int, transport 
 			continue
 		}
 		if r == victim {
-			if fault == "stoplong" {
+			switch {
+			case fault == "stoplong" && transport == "":
+				// it could write its node's shared memory: the survivors fenced it off (SIGKILL)
+				ws, ok := c.ProcessState.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL,
+					"the expelled rank %d is killed by its node's survivors: %v\n%s", r, c.ProcessState, out)
+			case fault == "stoplong":
 				require.Contains(t, out, "EXPELLED ok", "expelled rank %d:\n%s", r, out)
 			}
 			continue

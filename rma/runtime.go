@@ -124,6 +124,8 @@ type peer struct {
 	done   func(*multirail.Request) // completion callback: outstanding--
 	route  route                    // how operations reach this peer, chosen at connection (route.go)
 	ctr    *peerCounters            // statistics, or nil when they are off (stats.go)
+	pid    int                      // the peer's process id (host exchange)
+	pidfd  int                      // node peers of another process: a pidfd of it (fenceNode), or -1
 }
 
 // Runtime is an initialized ARMCI job on this rank.
@@ -244,7 +246,7 @@ func (r *Runtime) peer(ctx context.Context, p int) (*peer, error) {
 		return nil, err // this rank was expelled
 	}
 	pe := r.peers[p]
-	if pe.qp != nil && r.fail.member != nil {
+	if pe.qp != nil && r.fail.lease {
 		if err := r.checkMember(ctx); err != nil {
 			return nil, err
 		}
