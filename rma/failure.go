@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -59,6 +60,9 @@ type failures struct {
 	// lease: operations to same-node peers check membership first (checkMember), because some
 	// same-node peer could not be fenced through a pidfd (fenceNode); decided at Init.
 	lease bool
+	// fenceMu guards the peers' pidfds between fence (the bootstrap's callback) and closeFences
+	// (teardown), so a descriptor is never used after it was closed (and reused).
+	fenceMu sync.Mutex
 }
 
 // memberChecker is implemented by a bootstrap that tells whether this rank is still a member of
@@ -144,6 +148,8 @@ func (r *Runtime) fenceNode() (fallback bool) {
 // node's shared memory; over the network its late packets are refused anyway (abortPeer). A
 // process that already ended is not signalled again (ESRCH).
 func (r *Runtime) fence(rank int) {
+	r.fail.fenceMu.Lock()
+	defer r.fail.fenceMu.Unlock()
 	pe := r.peers[rank]
 	if pe == nil || pe.pidfd < 0 || rank == r.rank {
 		return
@@ -155,6 +161,8 @@ func (r *Runtime) fence(rank int) {
 
 // closeFences closes the pidfds of fenceNode (teardown).
 func (r *Runtime) closeFences() {
+	r.fail.fenceMu.Lock()
+	defer r.fail.fenceMu.Unlock()
 	for _, pe := range r.peers {
 		if pe != nil && pe.pidfd >= 0 {
 			_ = unix.Close(pe.pidfd)
