@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,4 +304,31 @@ func railsDown(ctx context.Context) {
 		}
 		_ = sleepCtx(ctx, 10*time.Millisecond)
 	}
+}
+
+// RunKernel builds the NAS-style program in the current directory (the test's package), runs it
+// as a HostJob with args on tb (perHost ranks per host, rendezvous at port), and fails the test
+// unless every rank succeeds and rank 0 reports "Verification = SUCCESSFUL" for every rank
+// ("Ranks = N"). It returns each rank's output.
+func RunKernel(t testing.TB, tb *Testbed, perHost, port int, args ...string) []string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kernel")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+	defer cancel()
+	job := HostJob{Exe: append([]string{bin}, args...), PerHost: perHost, Port: port}
+	outs, errs := job.Run(ctx, t, tb)
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v\n%s", rank, err, outs[rank])
+		}
+	}
+	want := fmt.Sprintf("Ranks = %d", len(tb.Hosts)*perHost)
+	if !strings.Contains(outs[0], "Verification = SUCCESSFUL") || !strings.Contains(outs[0], want) {
+		t.Fatalf("rank 0 reports no successful verification of %s:\n%s", want, outs[0])
+	}
+	t.Logf("rank 0:\n%s", outs[0])
+	return outs
 }

@@ -62,25 +62,13 @@ func TestClassAFourHosts(t *testing.T) {
 		t.Skip("builds and runs eight processes")
 	}
 	tb := testutil.NewSwitchedTestbed(t, 4, 2)
-	bin := filepath.Join(t.TempDir(), "cg")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	before := make([][2]uint64, 4)
 	for h := range before {
 		for r := range 2 {
 			before[h][r], _ = tb.Bytes(h, r)
 		}
 	}
-	job := testutil.HostJob{Exe: []string{bin, "-class", "A"}, PerHost: 2, Port: 28000 + os.Getpid()%1000}
-	outs, errs := job.Run(ctx, t, tb)
-	for rank, err := range errs {
-		require.NoError(t, err, "rank %d:\n%s", rank, outs[rank])
-	}
-	require.Contains(t, outs[0], "Verification = SUCCESSFUL", outs[0])
-	require.Contains(t, outs[0], "Ranks = 8", outs[0])
-	t.Logf("rank 0:\n%s", outs[0])
+	testutil.RunKernel(t, tb, 2, 28000+os.Getpid()%1000, "-class", "A")
 	for h := range before {
 		var got uint64
 		for r := range 2 {
