@@ -37,16 +37,23 @@ var testbedSeq atomic.Int32
 // namespaces cannot be created.
 func NewTestbed(t testing.TB, rails int) *Testbed {
 	t.Helper()
+	if rails < 1 || rails > 8 {
+		t.Fatalf("testbed: %d rails", rails)
+	}
+	return ownTestbed(t, func() (*Testbed, error) { return OpenTestbed(rails) })
+}
+
+// ownTestbed opens a testbed for t (root and iproute2 checked, skipping without them or where
+// namespaces are refused) and removes it when the test ends.
+func ownTestbed(t testing.TB, open func() (*Testbed, error)) *Testbed {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("netns testbed needs root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("netns testbed needs iproute2 (ip)")
 	}
-	if rails < 1 || rails > 8 {
-		t.Fatalf("testbed: %d rails", rails)
-	}
-	tb, err := OpenTestbed(rails)
+	tb, err := open()
 	if err != nil {
 		if errors.Is(err, ErrNoNamespaces) {
 			t.Skipf("%v", err)
@@ -179,22 +186,7 @@ const MaxSwitchedHosts = 250
 // cannot be created.
 func NewSwitchedTestbed(t testing.TB, hosts, rails int) *Testbed {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("netns testbed needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("netns testbed needs iproute2 (ip)")
-	}
-	tb, err := OpenSwitchedTestbed(hosts, rails)
-	if err != nil {
-		if errors.Is(err, ErrNoNamespaces) {
-			t.Skipf("%v", err)
-		}
-		t.Fatalf("%v", err)
-	}
-	tb.t = t
-	t.Cleanup(tb.cleanup)
-	return tb
+	return ownTestbed(t, func() (*Testbed, error) { return OpenSwitchedTestbed(hosts, rails) })
 }
 
 // OpenSwitchedTestbed builds the testbed of NewSwitchedTestbed outside a test; the caller removes
