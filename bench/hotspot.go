@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -351,19 +355,100 @@ func simulate(ctx context.Context, o SimOptions, n int, run SimRun) (simStats, e
 	return st, nil
 }
 
-// drc is one rank's part of the displaced ring: its pair's bandwidth in MB/s.
+// drc is one rank's part of the displaced ring in the simulation: its pair's bandwidth in MB/s.
 func drc(ctx context.Context, rt *rma.Runtime, o SimOptions) (float64, error) {
+	r, err := RunDRC(ctx, rt, DRCOptions{Size: o.Size, Window: o.Window, Iters: o.Iters, Displacement: o.Displacement})
+	return r.PairMBs, err
+}
+
+// ErrDRCData: the data a rank received in a DRC differ from what its ring predecessor put.
+var ErrDRCData = errors.New("bench: DRC data differ from the predecessor's")
+
+// DRCOptions configures RunDRC: the displaced ring communication of [Vishnu07 ch. 3, §7.3] as
+// one rank of a real job runs it. Zero values take the defaults named.
+type DRCOptions struct {
+	// Size is the bytes of one put (default 256 KiB), Window the non-blocking puts per
+	// completion (default 8), Iters the timed windows after one untimed (default 8).
+	Size, Window, Iters int
+	// Displacement is d: rank i puts to rank (i+d) mod N (default 1; a multiple of N is refused).
+	Displacement int
+}
+
+// DRCResult is one rank's outcome of RunDRC.
+type DRCResult struct {
+	To, From int     // the rank this one puts to, the one that puts to it
+	PairMBs  float64 // this rank's pair: bytes / its own time, MB/s (10^6 B/s)
+	AvgMBs   float64 // the average of PairMBs over the pairs (the same on every rank)
+	MinMBs   float64 // the slowest pair's
+	Sum      uint32  // CRC-32 (IEEE) of the Window·Size bytes received (all from From)
+}
+
+// drcByte is byte i of put slot k from rank from: what the ring predecessor writes and the
+// target checks.
+func drcByte(from, k, i int) byte { return byte(from*131 + k*29 + i + i>>8) }
+
+// DRCSum is the CRC-32 a rank receives in a DRC of o from rank from: Window slots of Size bytes,
+// slot k holding drcByte(from, k, ·).
+func DRCSum(o DRCOptions, from int) uint32 {
+	o = o.defaults()
+	h := crc32.NewIEEE()
+	buf := make([]byte, o.Size)
+	for k := range o.Window {
+		for i := range buf {
+			buf[i] = drcByte(from, k, i)
+		}
+		_, _ = h.Write(buf)
+	}
+	return h.Sum32()
+}
+
+func (o DRCOptions) defaults() DRCOptions {
+	if o.Size == 0 {
+		o.Size = 256 << 10
+	}
+	if o.Window == 0 {
+		o.Window = 8
+	}
+	if o.Iters == 0 {
+		o.Iters = 8
+	}
+	if o.Displacement == 0 {
+		o.Displacement = 1
+	}
+	return o
+}
+
+// RunDRC is one rank's part of the displaced ring communication [Vishnu07 ch. 3, §7.3], the
+// same driver on the simulated fabric (HotspotSim) and in a real job (`goarmci bench hotspot
+// -testbed`): rank i puts windows of Window non-blocking puts of Size bytes to rank (i+d) mod N,
+// each window completed (Handle.Wait) and fenced, Iters timed windows after one untimed (the
+// adaptive policies' first weights), between barriers. Every rank must call it (it is
+// collective: Malloc, Barrier, AllReduce). After the last barrier each rank checks the bytes its
+// predecessor put against DRCSum (ErrDRCData) and the pairs' bandwidths are reduced, so every
+// rank returns the average and the minimum. Errors wrap ErrOptions, ErrDRCData, and rma's.
+func RunDRC(ctx context.Context, rt *rma.Runtime, o DRCOptions) (DRCResult, error) {
+	o = o.defaults()
 	n, me := rt.Size(), rt.Rank()
-	to := (me + o.Displacement) % n
+	if o.Size < 1 || o.Size > 16<<20 || o.Window < 1 || o.Iters < 1 || o.Displacement < 1 || o.Displacement%n == 0 {
+		return DRCResult{}, fmt.Errorf("%w: DRC size %d, window %d, iterations %d, displacement %d of %d ranks",
+			ErrOptions, o.Size, o.Window, o.Iters, o.Displacement, n)
+	}
+	res := DRCResult{To: (me + o.Displacement) % n, From: ((me-o.Displacement)%n + n) % n}
 	seg, err := rt.Malloc(ctx, o.Window*o.Size)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	buf := make([]byte, o.Size)
+	bufs := make([][]byte, o.Window)
+	for k := range bufs {
+		bufs[k] = make([]byte, o.Size)
+		for i := range bufs[k] {
+			bufs[k][i] = drcByte(me, k, i)
+		}
+	}
 	hs := make([]*rma.Handle, o.Window)
 	window := func() error {
 		for k := range hs {
-			if hs[k], err = rt.NbPut(ctx, buf, seg, to, k*o.Size); err != nil {
+			if hs[k], err = rt.NbPut(ctx, bufs[k], seg, res.To, k*o.Size); err != nil {
 				return err
 			}
 		}
@@ -372,25 +457,44 @@ func drc(ctx context.Context, rt *rma.Runtime, o SimOptions) (float64, error) {
 				return err
 			}
 		}
-		return rt.Fence(ctx, to)
+		return rt.Fence(ctx, res.To)
 	}
 	if err := window(); err != nil { // warm-up: the adaptive weights
-		return 0, err
+		return res, err
 	}
 	if err := rt.Barrier(ctx); err != nil {
-		return 0, err
+		return res, err
 	}
 	t0 := time.Now()
 	for range o.Iters {
 		if err := window(); err != nil {
-			return 0, err
+			return res, err
 		}
 	}
 	took := time.Since(t0)
-	if err := rt.Barrier(ctx); err != nil {
-		return 0, err
+	if err := rt.Barrier(ctx); err != nil { // every window fenced: the data are in place
+		return res, err
 	}
-	return float64(o.Size*o.Window*o.Iters) / took.Seconds() / 1e6, seg.Free(ctx)
+	res.PairMBs = float64(o.Size*o.Window*o.Iters) / took.Seconds() / 1e6
+	res.Sum = crc32.ChecksumIEEE(seg.Local()[:o.Window*o.Size])
+	sum, low := make([]byte, 8), make([]byte, 8)
+	binary.LittleEndian.PutUint64(sum, math.Float64bits(res.PairMBs))
+	copy(low, sum)
+	if err := rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceSum, sum); err != nil {
+		return res, err
+	}
+	if err := rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceMin, low); err != nil {
+		return res, err
+	}
+	res.AvgMBs = math.Float64frombits(binary.LittleEndian.Uint64(sum)) / float64(n)
+	res.MinMBs = math.Float64frombits(binary.LittleEndian.Uint64(low))
+	if err := seg.Free(ctx); err != nil {
+		return res, err
+	}
+	if want := DRCSum(o, res.From); res.Sum != want {
+		return res, fmt.Errorf("%w: rank %d from rank %d: crc32 %08x, want %08x", ErrDRCData, me, res.From, res.Sum, want)
+	}
+	return res, nil
 }
 
 // alltoall is one rank's part of the exchanges: the time of each timed exchange.
