@@ -40,7 +40,8 @@ joined by -rails veth pairs with a tbf rate per rail (each host's egress), one r
 
   rails       put/get bandwidth (-sizes) and latency (-lat-sizes) over 1..R rails (-counts) and
               each policy (-policies) [Vishnu07 ch. 4-8]
-  hotspot     (with -sim: on the simulated fat tree, no root; goarmci bench hotspot -sim -h)
+  hotspot     (with -sim: on the simulated fat tree, no root; goarmci bench hotspot -sim -h;
+              with -testbed: the DRC on N hosts through a switch; goarmci bench hotspot -testbed -h)
               4 MiB puts for -duration; at -event one rail (-cut-rail) is cut to 1/-cut-factor
               of its rate (tc change): per policy, the bandwidth before and after and after how
               many operations it is back at -recover of the new summed rate
@@ -335,6 +336,9 @@ func (f *scenarioFlags) childArgs(op string) []string {
 
 // runScenario is `goarmci bench SCENARIO`: a rank of a launched job, or the launcher.
 func runScenario(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	if slices.Contains(args, bench.ScenarioHotspot) && isTestbed(args) {
+		return runHotspotTestbed(ctx, stdout, stderr, args) // bench_sim.go
+	}
 	if slices.Contains(args, bench.ScenarioHotspot) && isSim(args) {
 		return runHotspotSim(stdout, stderr, args) // bench_sim.go
 	}
@@ -576,6 +580,12 @@ func (s *scenario) launch(ctx context.Context, n int, env []string, op string, e
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
 
 func (l *lockedBuffer) WriteString(s string) {
