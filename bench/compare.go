@@ -131,10 +131,7 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 		return nil, err
 	}
 	live := smp.live()
-	unit := ColLatency
-	if s.Kind == Bandwidth {
-		unit = ColBandwidth
-	}
+	unit := map[Kind]string{Latency: ColLatency, Bandwidth: ColBandwidth, Flops: ColGFlops}[s.Kind]
 	out := &Result{
 		Name:     name,
 		Title:    s.Title + " - goarmci vs peers",
@@ -144,8 +141,11 @@ func Compare(ctx context.Context, name string, systems []System, runs int, log i
 			"Ratio: " + systems[0].Name + " / peer, of the medians (" + betterDoc(s.Kind) + ")",
 		},
 	}
-	if name == "barrier" {
+	switch {
+	case name == "barrier":
 		out.KeyLabel = "Ranks"
+	case s.Kind == Flops:
+		out.KeyLabel = "N"
 	}
 	type col struct {
 		name string
@@ -190,8 +190,11 @@ func Ratio(a, b float64) float64 {
 }
 
 func betterDoc(k Kind) string {
-	if k == Bandwidth {
+	switch k {
+	case Bandwidth:
 		return "bandwidth: above 1 = goarmci faster"
+	case Flops:
+		return "GFLOP/s: above 1 = goarmci faster"
 	}
 	return "latency: below 1 = goarmci faster"
 }

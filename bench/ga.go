@@ -48,6 +48,8 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 			}
 		}
 		return []Row{{Size: 0, Values: []float64{usPer(time.Since(t0), iters)}}}, nil
+	case "ga_dgemm":
+		return runDgemm(ctx, rt, o)
 	case "ga_read_inc":
 		a, err := globalarray.Create[int64](ctx, rt, "bench_counter", []int{rt.Size()})
 		if err != nil {
@@ -130,4 +132,74 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 		rows = append(rows, Row{Size: size, Values: []float64{lat, bw}})
 	}
 	return rows, nil
+}
+
+// runDgemm times globalarray.Gemm (GA_Dgemm 'N', 'N') as the C peer does: for each n of
+// o.Sizes(), three n×n float64 arrays of GA's regular distribution, A = 1 and B = 0.5
+// (GA_Fill), GA_Sync, then skip untimed and iters timed products C = A·B between GA_Syncs. Rank
+// 0 checks C[0][0] = n/2 and reports 2n³/t/1e9 GFLOP/s, t the mean time of a product.
+func runDgemm(ctx context.Context, rt *rma.Runtime, o Options) ([]Row, error) {
+	var rows []Row
+	for _, n := range o.Sizes() {
+		v, err := dgemmOnce(ctx, rt, o, n)
+		if err != nil {
+			return nil, fmt.Errorf("bench: ga_dgemm n %d: %w", n, err)
+		}
+		rows = append(rows, Row{Size: n, Values: []float64{v}})
+	}
+	return rows, nil
+}
+
+func dgemmOnce(ctx context.Context, rt *rma.Runtime, o Options, n int) (float64, error) {
+	var m [3]*globalarray.Array[float64]
+	for i, name := range []string{"bench_a", "bench_b", "bench_c"} {
+		a, err := globalarray.Create[float64](ctx, rt, name, []int{n, n})
+		if err != nil {
+			return 0, err
+		}
+		defer a.Destroy(ctx)
+		m[i] = a
+	}
+	a, b, c := m[0], m[1], m[2]
+	if err := a.Fill(ctx, 1); err != nil {
+		return 0, err
+	}
+	if err := b.Fill(ctx, 0.5); err != nil {
+		return 0, err
+	}
+	if err := c.Zero(ctx); err != nil {
+		return 0, err
+	}
+	if err := c.Sync(ctx); err != nil {
+		return 0, err
+	}
+	iters, skip := o.Counts(Flops, n)
+	var t0 time.Time
+	for i := range skip + iters {
+		if i == skip {
+			if err := c.Sync(ctx); err != nil {
+				return 0, err
+			}
+			t0 = time.Now()
+		}
+		if err := globalarray.Gemm(ctx, false, false, 1, a, b, 0, c); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.Sync(ctx); err != nil {
+		return 0, err
+	}
+	t := time.Since(t0).Seconds() / float64(iters)
+	var v float64
+	if rt.Rank() == origin {
+		c00 := []float64{0}
+		if err := c.Get(ctx, []int{0, 0}, []int{0, 0}, c00, nil); err != nil {
+			return 0, err
+		}
+		if want := 0.5 * float64(n); c00[0] != want {
+			return 0, fmt.Errorf("C[0][0] = %g, want %g", c00[0], want)
+		}
+		v = 2 * float64(n) * float64(n) * float64(n) / t / 1e9
+	}
+	return v, c.Sync(ctx)
 }

@@ -46,6 +46,7 @@ type Kind int
 const (
 	Latency   Kind = iota // µs per operation
 	Bandwidth             // MB/s, 10^6 bytes per second
+	Flops                 // GFLOP/s, 10^9 floating-point operations per second; the key is n
 )
 
 // Spec describes one benchmark.
@@ -76,6 +77,8 @@ const (
 	latLoopLarge, latSkipLarge = 1000, 10
 	bwLoopSmall, bwSkipSmall   = 100, 10
 	bwLoopLarge, bwSkipLarge   = 20, 2
+	// flopsLoop, flopsSkip: the products timed and the untimed first ones of a Flops benchmark.
+	flopsLoop, flopsSkip = 3, 1
 	// DefaultWindow is the number of operations per synchronization in bandwidth tests.
 	DefaultWindow = 64
 )
@@ -109,12 +112,14 @@ var specs = []Spec{
 		note: "NGA_Read_inc of an int64 element owned by rank 1"},
 	{Name: "ga_sync", Title: "# GA GA_Sync Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
 		note: "GA_Sync (AllFence + barrier) on all ranks"},
+	{Name: "ga_dgemm", Title: "# GA GA_Dgemm Test", Kind: Flops, syncs: []Sync{SyncFence}, MinSize: 64, MaxSize: 2048, Ranks: 1,
+		note: "GA_Dgemm('N', 'N') of n×n float64 arrays (globalarray.Gemm), 2n³ flops per product, between GA_Syncs"},
 	{Name: "barrier", Title: "# OSU-style Barrier Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
 		note: "ARMCI_Barrier per algorithm; the size column is the number of ranks"},
 }
 
 // GASuite lists the benchmarks `ga` runs.
-var GASuite = []string{"ga_put", "ga_get", "ga_acc", "ga_read_inc", "ga_sync"}
+var GASuite = []string{"ga_put", "ga_get", "ga_acc", "ga_read_inc", "ga_sync", "ga_dgemm"}
 
 // Specs returns every benchmark, in listing order.
 func Specs() []Spec { return slices.Clone(specs) }
@@ -223,11 +228,13 @@ func (o Options) Sizes() []int {
 	return out
 }
 
-// Counts returns (iterations, skip) for one message size under the OSU rules, or the explicit
-// Iterations/Skip.
+// Counts returns (iterations, skip) for one message size under the OSU rules (3 timed after 1
+// untimed for Flops), or the explicit Iterations/Skip.
 func (o Options) Counts(k Kind, size int) (iters, skip int) {
 	large := size > largeMessage
 	switch {
+	case k == Flops:
+		iters, skip = flopsLoop, flopsSkip
 	case k == Bandwidth && large:
 		iters, skip = bwLoopLarge, bwSkipLarge
 	case k == Bandwidth:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/goarmci/goarmci/globalarray"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -81,7 +82,12 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 		res.Columns, rows, err = runBarrier(ctx, rt, o)
 	case slices.Contains(GASuite, s.Name):
 		res.Header = []string{"Operation: " + s.note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
-		if s.Name != "ga_read_inc" && s.Name != "ga_sync" {
+		switch s.Name {
+		case "ga_read_inc", "ga_sync":
+		case "ga_dgemm":
+			res.KeyLabel, res.Columns = "N", []string{ColGFlops}
+			res.Header = append(res.Header, "Local products: "+globalarray.BLASBackend()+" BLAS")
+		default:
 			res.Columns = []string{ColLatency, ColBandwidth}
 		}
 		rows, err = runGA(ctx, rt, o, s)
@@ -91,7 +97,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" {
+	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" && s.Kind != Flops {
 		cols, extra, berr := runBaseline(ctx, rt, o, s)
 		if berr != nil {
 			return nil, berr

@@ -120,6 +120,21 @@ func TestGABenchmarks(t *testing.T) {
 	}
 }
 
+func TestGADgemm(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		res := runAll(t, n, bench.Options{Name: "ga_dgemm", Iterations: 1, MinSize: 32, MaxSize: 256})
+		assert.Equal(t, "N", res.KeyLabel)
+		assert.Equal(t, []string{bench.ColGFlops}, res.Columns)
+		require.Len(t, res.Rows, 3, "sizes 64..256: 32 is below the smallest n")
+		for i, row := range res.Rows {
+			assert.Equal(t, 64<<i, row.Size)
+			assert.Greater(t, row.Values[0], 0.0)
+		}
+	}
+	iters, skip := bench.Options{}.Counts(bench.Flops, 2048)
+	assert.Equal(t, []int{3, 1}, []int{iters, skip})
+}
+
 func TestBaselineColumns(t *testing.T) {
 	res := runAll(t, 2, bench.Options{Name: "put_bw", Iterations: 2, Skip: 1, Window: 2, MaxSize: 1024, Baseline: true})
 	assert.Equal(t, []string{bench.ColBandwidth, bench.ColMemcpy, bench.ColTCPStream}, res.Columns)

@@ -203,9 +203,15 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 			continue
 		}
 		launch := append([]string{run}, m.launch...)
+		// GA_Dgemm's dgemm_ comes from -lblas: libblas.so.3, a Debian alternative (reference
+		// BLAS or OpenBLAS), named in the header of a comparison.
+		blasDoc := ""
+		if p, err := filepath.EvalSymlinks("/usr/lib/x86_64-linux-gnu/libblas.so.3"); err == nil {
+			blasDoc = "; GA_Dgemm's BLAS: libblas.so.3 = " + p
+		}
 		peers = append(peers,
 			Peer{Name: "ga", launcher: launch, exe: gaExe, env: env, names: append(slices.Clone(GASuite), "barrier"), tcpArgs: m.tcpArgs,
-				doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync)"},
+				doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync" + blasDoc + ")"},
 			Peer{Name: "armci", launcher: launch, exe: gaExe, env: env, syncs: []Sync{SyncFlush},
 				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs,
 				doc: "ARMCI-MPI of Global Arrays on " + lib + ", ARMCI_Malloc, ARMCI_Fence"},

@@ -39,6 +39,7 @@ type Row struct {
 const (
 	ColLatency   = "Latency (us)"
 	ColBandwidth = "Bandwidth (MB/s)"
+	ColGFlops    = "GFLOP/s"
 )
 
 // OSU text layout (osu_util.h): key column 10 wide, value columns 18 wide, 2 decimals.

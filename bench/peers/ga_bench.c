@@ -6,7 +6,10 @@
  * GA (bench/ga.go): ga_put ga_get ga_acc (NGA_Put/Get/Acc of a square-ish 2-D patch of doubles
  * owned by rank 1 in a (1024·np)×1024 array), ga_read_inc (NGA_Read_inc of a C_LONG element of
  * rank 1), ga_sync (GA_Sync), barrier (GA_Sync as ga_sync, on any number of ranks, the row keyed
- * by the number of ranks, beside goarmci's barrier and MPI_Barrier). ARMCI (bench/osu.go with
+ * by the number of ranks, beside goarmci's barrier and MPI_Barrier), ga_dgemm (GA_Dgemm 'N','N'
+ * of n×n doubles, n = the powers of two in -min-size..-max-size, default 64..2048, any number of
+ * ranks; GFLOP/s = 2n³/t/1e9, t the mean of -iterations products, default 3, after 1 untimed).
+ * ARMCI (bench/osu.go with
  * -sync flush): put_latency get_latency (ARMCI_Put/Get + ARMCI_Fence), put_bw get_bw
  * (ARMCI_NbPut/NbGet x window + ARMCI_WaitAll + ARMCI_Fence), acc_latency (ARMCI_Acc
  * ARMCI_ACC_DBL), fop_latency (ARMCI_Rmw FETCH_AND_ADD_LONG). Output: OSU text on rank 0. */
@@ -111,6 +114,57 @@ static void ga_scalar(const char *name) {
     }
 }
 
+/* ga_dgemm: three n×n C_DBL arrays of GA's regular distribution, A = 1 and B = 0.5 (GA_Fill),
+ * GA_Sync, then skip untimed and iters timed GA_Dgemm('N', 'N', n, n, n, 1, A, B, 0, C) between
+ * GA_Syncs; rank 0 checks C[0][0] = n/2 and prints 2n³/t/1e9 per n. GA_Dgemm takes its
+ * panel buffers from MA (stops with "MA not yet initialized" without MA_init): 4M doubles of
+ * stack and of heap per rank. */
+static void ga_dgemm(long lo_n, long hi_n) {
+    int iters = o.iterations > 0 ? o.iterations : 3, skip = o.skip > 0 ? o.skip : 1;
+    if (!MA_init(C_DBL, 4 << 20, 4 << 20)) GA_Error("ga_dgemm: MA_init failed", 0);
+    if (me == 0) {
+        printf("# GA GA_Dgemm Test (peer: Global Arrays %d.%d)\n", GA_VERSION_MAJOR, GA_VERSION_MINOR);
+        printf("%-10s%18s\n", "# N", "GFLOP/s");
+    }
+    for (long n = 1; n <= hi_n; n *= 2) {
+        if (n < lo_n) continue;
+        int dims[2] = {(int)n, (int)n};
+        int a = NGA_Create(C_DBL, 2, dims, "bench_a", NULL);
+        int b = NGA_Create(C_DBL, 2, dims, "bench_b", NULL);
+        int c = NGA_Create(C_DBL, 2, dims, "bench_c", NULL);
+        double va = 1, vb = 0.5;
+        GA_Fill(a, &va);
+        GA_Fill(b, &vb);
+        GA_Zero(c);
+        GA_Sync();
+        double t0 = 0;
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) {
+                GA_Sync();
+                t0 = MPI_Wtime();
+            }
+            GA_Dgemm('N', 'N', (int)n, (int)n, (int)n, 1.0, a, b, 0.0, c);
+        }
+        GA_Sync();
+        double t = (MPI_Wtime() - t0) / iters;
+        if (me == 0) {
+            int lo[2] = {0, 0}, ld[1] = {1};
+            double c00 = 0;
+            NGA_Get(c, lo, lo, &c00, ld);
+            if (c00 != 0.5 * (double)n) {
+                fprintf(stderr, "ga_bench: ga_dgemm n=%ld: C[0][0] = %g, want %g\n", n, c00, 0.5 * (double)n);
+                GA_Error("ga_dgemm: wrong product", 0);
+            }
+            printf("%-10ld%18.2f\n", n, 2.0 * n * n * n / t / 1e9);
+            fflush(stdout);
+        }
+        GA_Sync();
+        GA_Destroy(c);
+        GA_Destroy(b);
+        GA_Destroy(a);
+    }
+}
+
 static void armci(const char *name, long lo_s, long hi_s) {
     int bw = !strcmp(name, "put_bw") || !strcmp(name, "get_bw");
     int acc = !strcmp(name, "acc_latency"), fop = !strcmp(name, "fop_latency");
@@ -179,7 +233,7 @@ int main(int argc, char **argv) {
     GA_Initialize();
     me = GA_Nodeid();
     nproc = GA_Nnodes();
-    if (nproc < 2 && strcmp(o.name, "barrier")) {
+    if (nproc < 2 && strcmp(o.name, "barrier") && strcmp(o.name, "ga_dgemm")) {
         if (me == 0) fprintf(stderr, "ga_bench: needs 2 ranks\n");
         GA_Terminate();
         MPI_Finalize();
@@ -187,7 +241,9 @@ int main(int argc, char **argv) {
     }
     long lo = o.min_size > 0 ? o.min_size : 1;
     long hi = o.max_size > 0 && o.max_size < MAX_MESSAGE ? o.max_size : MAX_MESSAGE;
-    if (!strncmp(o.name, "ga_", 3)) {
+    if (!strcmp(o.name, "ga_dgemm")) {
+        ga_dgemm(o.min_size > 0 ? o.min_size : 64, o.max_size > 0 && o.max_size < 2048 ? o.max_size : 2048);
+    } else if (!strncmp(o.name, "ga_", 3)) {
         if (!strcmp(o.name, "ga_read_inc") || !strcmp(o.name, "ga_sync")) ga_scalar(o.name);
         else ga_patch(o.name, lo < 8 ? 8 : lo, hi);
     } else if (!strcmp(o.name, "barrier")) {

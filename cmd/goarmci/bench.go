@@ -22,6 +22,7 @@ import (
 
 	"github.com/goarmci/goarmci/bench"
 	"github.com/goarmci/goarmci/bench/progress"
+	"github.com/goarmci/goarmci/globalarray"
 	"github.com/goarmci/goarmci/internal/bootstrap"
 	"github.com/goarmci/goarmci/rma"
 )
@@ -518,7 +519,7 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 			return &exitError{code: 1, err: err}
 		}
 		tr := fmt.Sprintf("Transport: %s, %d ranks", f.transport, f.np)
-		if n != "barrier" && n != "ga_sync" {
+		if n != "barrier" && n != "ga_sync" && n != "ga_dgemm" {
 			tr += ", sync " + string(o.Sync)
 		}
 		res.Header = append(res.Header, tr)
@@ -558,6 +559,8 @@ func goarmciDoc(name string, f *benchFlags, o bench.Options) string {
 	switch {
 	case name == "barrier":
 		return "barrier algorithm " + f.alg + " (rma.BarrierWith)"
+	case name == "ga_dgemm":
+		return "globalarray.Gemm (GA_Dgemm), local products on " + globalarray.BLASBackend() + " BLAS"
 	case strings.HasPrefix(name, "ga_"):
 		return "Global Arrays (package globalarray)"
 	case o.API == bench.APIWindow:
