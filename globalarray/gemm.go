@@ -62,6 +62,12 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 	k := ak
 	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(olo, ohi []int) error {
 		rows, cols := ohi[0]-olo[0]+1, ohi[1]-olo[1]+1
+		if rows == m && cols == n && a.ownsWhole() && b.ownsWhole() {
+			// this rank holds all three matrices (one rank, or one owner of everything): one
+			// product straight on the stored blocks, no panel copies
+			gemmLocal(transA, transB, alpha, a.local[:ar*ac], b.local[:br*bc], beta, c.local, c.ld[0], rows, cols, k)
+			return nil
+		}
 		var abuf, bbuf [2][]T
 		for s := range abuf {
 			abuf[s], bbuf[s] = make([]T, rows*min(k, gemmPanel)), make([]T, min(k, gemmPanel)*cols)
@@ -110,6 +116,15 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 		}
 		return nil
 	})
+}
+
+// ownsWhole reports whether this rank's block is the whole array, stored packed (no ghost
+// cells), so a.local is the array row-major.
+func (a *Array[T]) ownsWhole() bool {
+	if a.ghosted() || a.d.BlockElems(a.me) != a.d.Elems() {
+		return false
+	}
+	return len(a.local) >= a.d.Elems()
 }
 
 // gemmLocal computes the local block C (rows×cols, row stride ldc) = alpha·op(A)·op(B) +
