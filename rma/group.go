@@ -258,21 +258,16 @@ func (g *Group) finishPart(s *Segment, blobs [][]byte, call string) error {
 			return fail(fmt.Errorf("rank %d has no shared memory for its part: %w", p, ErrNoSpace))
 		case len(b) == 1:
 			return fail(fmt.Errorf("rank %d could not allocate its part: %w", p, ErrPeerAlloc))
-		case len(b) != 1+16+4*len(r.nets) || b[0] != partOK:
+		case len(b) == 0 || b[0] != partOK:
 			return fail(fmt.Errorf("rank %d sent %d bytes: %w", p, len(b), errBlob))
 		}
-		b = b[1:]
-		rp := remotePart{size: int(binary.LittleEndian.Uint64(b)), addr: binary.LittleEndian.Uint64(b[8:]),
-			rkeys: make([]uint32, len(r.nets))}
-		for i := range r.nets {
-			rp.rkeys[i] = binary.LittleEndian.Uint32(b[16+4*i:])
+		rp, ok := r.decodeDesc(b[1:])
+		if !ok {
+			return fail(fmt.Errorf("rank %d sent %d bytes: %w", p, len(b), errBlob))
 		}
 		s.remote[p] = rp
 	}
-	s.views = make([]atomic.Pointer[ibv.RemoteView], r.size)
-	r.segMu.Lock()
-	r.live[s.id] = s
-	r.segMu.Unlock()
+	r.goLive(s)
 	return nil
 }
 

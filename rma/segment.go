@@ -3,7 +3,6 @@ package rma
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -52,29 +51,15 @@ func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("%w: Malloc of %d bytes", ErrOutOfRange, nbytes)
 	}
-	s := &Segment{rt: r, mrs: make([]*ibv.MR, len(r.nets))}
-	r.segMu.Lock()
-	s.id = r.nextSeg
-	r.nextSeg++
-	r.segMu.Unlock()
-	if err := s.allocLocal(nbytes); err != nil {
+	s, err := r.allocPart(nbytes)
+	if err != nil {
 		// The other ranks are in the exchange below: a one-byte blob tells them this rank has
 		// no part, so every rank fails instead of waiting for this one.
-		code := allocFailed
-		if errors.Is(err, ErrNoSpace) {
-			code = allocNoSpace
-		}
-		_, _ = r.boot.AllGather(ctx, []byte{code})
+		_, _ = r.boot.AllGather(ctx, []byte{allocCode(err)})
 		return nil, fmt.Errorf("rma: Malloc: %w", err)
 	}
 	// exchange (size, addr, rkey per network)
-	var blob []byte
-	blob = binary.LittleEndian.AppendUint64(blob, uint64(nbytes))
-	blob = binary.LittleEndian.AppendUint64(blob, addrOf(s.local))
-	for _, mr := range s.mrs {
-		blob = binary.LittleEndian.AppendUint32(blob, mr.RKey)
-	}
-	all, err := r.boot.AllGather(ctx, blob)
+	all, err := r.boot.AllGather(ctx, appendDesc(nil, s))
 	if err != nil {
 		_ = s.release()
 		return nil, fmt.Errorf("rma: Malloc: %w", err)
@@ -88,21 +73,37 @@ func (r *Runtime) Malloc(ctx context.Context, nbytes int) (*Segment, error) {
 			}
 			return nil, fmt.Errorf("rma: Malloc: rank %d could not allocate its part: %w", p, ErrPeerAlloc)
 		}
-		if len(b) != 16+4*len(r.nets) {
+		rp, ok := r.decodeDesc(b)
+		if !ok {
 			_ = s.release()
 			return nil, fmt.Errorf("rma: Malloc: rank %d sent %d bytes: %w", p, len(b), errBlob)
 		}
-		rp := remotePart{size: int(binary.LittleEndian.Uint64(b)), addr: binary.LittleEndian.Uint64(b[8:])}
-		for i := range r.nets {
-			rp.rkeys = append(rp.rkeys, binary.LittleEndian.Uint32(b[16+4*i:]))
-		}
 		s.remote[p] = rp
 	}
+	r.goLive(s)
+	return s, nil
+}
+
+// decodeDesc reads a part's descriptor written by appendDesc; false when b has the wrong size.
+func (r *Runtime) decodeDesc(b []byte) (remotePart, bool) {
+	if len(b) != 16+4*len(r.nets) {
+		return remotePart{}, false
+	}
+	rp := remotePart{size: int(binary.LittleEndian.Uint64(b)), addr: binary.LittleEndian.Uint64(b[8:]),
+		rkeys: make([]uint32, len(r.nets))}
+	for i := range r.nets {
+		rp.rkeys[i] = binary.LittleEndian.Uint32(b[16+4*i:])
+	}
+	return rp, true
+}
+
+// goLive makes a segment whose remote parts are known usable (views) and live (freed at
+// Finalize if the program does not).
+func (r *Runtime) goLive(s *Segment) {
 	s.views = make([]atomic.Pointer[ibv.RemoteView], r.size)
 	r.segMu.Lock()
 	r.live[s.id] = s
 	r.segMu.Unlock()
-	return s, nil
 }
 
 // allocLocal allocates and registers this rank's part. Memory comes from the shared-memory
