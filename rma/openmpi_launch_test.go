@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goarmci/goarmci/internal/testutil"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -48,15 +49,7 @@ func TestOpenMPILaunch(t *testing.T) {
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	// Nothing of a launcher this test may itself run under, no rendezvous address: only what
 	// mpirun gives. TMPDIR places the default rendezvous directory (and mpirun's session files).
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "GOARMCI_") || strings.HasPrefix(k, "OMPI_") || strings.HasPrefix(k, "PMIX_") ||
-			strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "PMI_") || k == "TMPDIR" {
-			continue
-		}
-		cmd.Env = append(cmd.Env, kv)
-	}
-	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	cmd.Env = append(testutil.CleanEnv(), "TMPDIR="+tmp) // the last TMPDIR is the one exec uses
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "mpirun:\n%s", out)
 

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goarmci/goarmci/internal/testutil"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -47,15 +47,7 @@ func TestConcurrentSlurmSteps(t *testing.T) {
 		for rank := range 2 {
 			p := &proc{step: step}
 			p.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestConcurrentSlurmSteps$", "-test.count=1")
-			for _, kv := range os.Environ() {
-				k, _, _ := strings.Cut(kv, "=")
-				if strings.HasPrefix(k, "GOARMCI_") || (strings.HasPrefix(k, "SLURM_") && k != slurmStepChildEnv) || strings.HasPrefix(k, "OMPI_") ||
-					strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "PMIX_") {
-					continue
-				}
-				p.cmd.Env = append(p.cmd.Env, kv)
-			}
-			p.cmd.Env = append(p.cmd.Env, slurmStepChildEnv+"=1", "GOARMCI_SHM_DIR="+shm,
+			p.cmd.Env = append(testutil.CleanEnv(), slurmStepChildEnv+"=1", "GOARMCI_SHM_DIR="+shm,
 				"SLURM_JOB_ID="+job, "SLURM_STEP_ID="+strconv.Itoa(step), "SLURM_PROCID="+strconv.Itoa(rank),
 				"SLURM_NTASKS=2", "SLURM_LOCALID="+strconv.Itoa(rank), "SLURM_NODEID=0", "SLURM_TASKS_PER_NODE=2",
 				"SLURM_STEP_NODELIST=localhost")

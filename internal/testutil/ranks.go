@@ -83,12 +83,12 @@ func (j RankJob) Run(ctx context.Context, t testing.TB, tb *Testbed, onLine func
 }
 
 // CleanEnv is this process's environment without the variables of a launcher or of goarmci
-// (GOARMCI_*, SLURM_*, OMPI_*, PMI_*), for children that get their own.
+// (GOARMCI_*, SLURM_*, OMPI_*, PMI_*, PMIX_*), for children that get their own.
 func CleanEnv() []string {
 	var env []string
 next:
 	for _, kv := range os.Environ() {
-		for _, p := range []string{"GOARMCI_", "SLURM_", "OMPI_", "PMI_"} {
+		for _, p := range []string{"GOARMCI_", "SLURM_", "OMPI_", "PMI_", "PMIX_"} {
 			if strings.HasPrefix(kv, p) {
 				continue next
 			}

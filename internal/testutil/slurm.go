@@ -134,15 +134,7 @@ PartitionName=test Nodes=ALL Default=YES OverSubscribe=FORCE MaxTime=INFINITE St
 
 // Env is the environment of a Slurm client of this cluster: this process's without the variables
 // of a launcher or of goarmci (GOARMCI_*, SLURM_*, OMPI_*, PMI_*, PMIX_*), with SLURM_CONF.
-func (s *Slurm) Env() []string {
-	var env []string
-	for _, kv := range CleanEnv() {
-		if !strings.HasPrefix(kv, "PMIX_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "SLURM_CONF="+s.Conf)
-}
+func (s *Slurm) Env() []string { return append(CleanEnv(), "SLURM_CONF="+s.Conf) }
 
 // Command is a Slurm client (srun, sinfo, ...) of this cluster, with Env.
 func (s *Slurm) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
