@@ -71,6 +71,22 @@ func (w *Work) fits(n1 int) {
 	}
 }
 
+// crossSums fills, along row (i3, i2) ghost cells included, s1 with the sums of the four
+// neighbour rows that share a face with it (i2±1, i3±1) and s2 with the four that share an edge
+// (NPB's u1/u2 and r1/r2 of resid and psinv). s1 and s2 have the row's length.
+func (g Grid) crossSums(i3, i2 int, s1, s2 []float64) {
+	// every row resliced to len(s1) so that the loops run without bounds checks
+	ym, yp := g.row(i3, i2-1)[:len(s1)], g.row(i3, i2+1)[:len(s1)]
+	zm, zp := g.row(i3-1, i2)[:len(s1)], g.row(i3+1, i2)[:len(s1)]
+	mm, pm := g.row(i3-1, i2-1)[:len(s1)], g.row(i3-1, i2+1)[:len(s1)]
+	mp, pp := g.row(i3+1, i2-1)[:len(s1)], g.row(i3+1, i2+1)[:len(s1)]
+	s2 = s2[:len(s1)]
+	for i1 := range s1 {
+		s1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
+		s2[i1] = mm[i1] + pm[i1] + mp[i1] + pp[i1]
+	}
+}
+
 // Resid computes the residual r = v − A·u on the interior of r (NPB's resid without its comm3):
 // A is the 27-point operator with coefficients a[0] (centre), a[2] (edges), a[3] (corners);
 // a[1] (faces) is taken to be zero, as in NPB. u's ghost cells must be current; r may be v (the
@@ -85,16 +101,7 @@ func Resid(u, v, r Grid, a *[4]float64, w *Work) {
 	a0, a2, a3 := a[0], a[2], a[3]
 	for i3 := 1; i3 <= u.N3; i3++ {
 		for i2 := 1; i2 <= u.N2; i2++ {
-			// every row resliced to len(u1) so that the loops run without bounds checks
-			ym, yp := u.row(i3, i2-1)[:len(u1)], u.row(i3, i2+1)[:len(u1)]
-			zm, zp := u.row(i3-1, i2)[:len(u1)], u.row(i3+1, i2)[:len(u1)]
-			mm, pm := u.row(i3-1, i2-1)[:len(u1)], u.row(i3-1, i2+1)[:len(u1)]
-			mp, pp := u.row(i3+1, i2-1)[:len(u1)], u.row(i3+1, i2+1)[:len(u1)]
-			u2 := u2[:len(u1)]
-			for i1 := range u1 {
-				u1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
-				u2[i1] = mm[i1] + pm[i1] + mp[i1] + pp[i1]
-			}
+			u.crossSums(i3, i2, u1, u2)
 			uc, vc, rc := u.row(i3, i2)[:len(u1)], v.row(i3, i2)[:len(u1)], r.row(i3, i2)[:len(u1)]
 			for i1 := 1; i1 < len(u1)-1; i1++ {
 				rc[i1] = vc[i1] - a0*uc[i1] -
@@ -118,15 +125,7 @@ func Psinv(r, u Grid, c *[4]float64, w *Work) {
 	c0, c1, c2 := c[0], c[1], c[2]
 	for i3 := 1; i3 <= r.N3; i3++ {
 		for i2 := 1; i2 <= r.N2; i2++ {
-			ym, yp := r.row(i3, i2-1)[:len(r1)], r.row(i3, i2+1)[:len(r1)]
-			zm, zp := r.row(i3-1, i2)[:len(r1)], r.row(i3+1, i2)[:len(r1)]
-			mm, pm := r.row(i3-1, i2-1)[:len(r1)], r.row(i3-1, i2+1)[:len(r1)]
-			mp, pp := r.row(i3+1, i2-1)[:len(r1)], r.row(i3+1, i2+1)[:len(r1)]
-			r2 := r2[:len(r1)]
-			for i1 := range r1 {
-				r1[i1] = ym[i1] + yp[i1] + zm[i1] + zp[i1]
-				r2[i1] = mm[i1] + pm[i1] + mp[i1] + pp[i1]
-			}
+			r.crossSums(i3, i2, r1, r2)
 			rc, uc := r.row(i3, i2)[:len(r1)], u.row(i3, i2)[:len(r1)]
 			for i1 := 1; i1 < len(r1)-1; i1++ {
 				uc[i1] = uc[i1] + c0*rc[i1] +
