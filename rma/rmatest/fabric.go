@@ -2,9 +2,7 @@ package rmatest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -78,21 +76,7 @@ func RunFabric(t *testing.T, n int, body func(ctx context.Context, t testing.TB,
 // *testing.T: a command runs the same program as real processes (rma.Init(ctx, nil)) or, with
 // this, on a simulated network in one process. Inside a testing/synctest bubble it runs on
 // virtual time. Errors: fabric.New's (wrapping ibv.ErrInvalidArgument), rma.Init's, body's.
-func StartFabric(ctx context.Context, n int, cfg fabric.Config, body func(ctx context.Context, rt *rma.Runtime) error) (err error) {
+func StartFabric(ctx context.Context, n int, cfg fabric.Config, body func(ctx context.Context, rt *rma.Runtime) error) error {
 	cfg.Nodes = n
-	if cfg.Name == "" {
-		cfg.Name = "rma"
-	}
-	f, err := fabric.New(cfg)
-	if err != nil {
-		return fmt.Errorf("rmatest: fabric: %w", err)
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	seq := jobSeq.Add(1)
-	job := fmt.Sprintf("fabric-%d-%d", os.Getpid(), seq)
-	return startJob(ctx, n, func(g *Group, i int) *rma.Config {
-		return &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportAuto,
-			HostID: fmt.Sprintf("fabric-%d/%s/n%d", seq, cfg.Name, i), Job: job,
-			NetworkDevice: func() (*ibv.Context, error) { return f.Open(i) }}
-	}, body)
+	return StartFabricJob(ctx, n, FabricJob{Fabric: cfg}, body)
 }
