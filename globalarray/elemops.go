@@ -111,9 +111,9 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 		case []int64:
 			return elemInt(op, s, idx, any(av).([]int64), any(bv).([]int64))
 		case []float32:
-			elemReal(op, s, idx, any(av).([]float32), any(bv).([]float32))
+			elemApply(op, s, idx, any(av).([]float32), any(bv).([]float32))
 		case []float64:
-			elemReal(op, s, idx, any(av).([]float64), any(bv).([]float64))
+			elemApply(op, s, idx, any(av).([]float64), any(bv).([]float64))
 		default: // complex: multiply or divide
 			for k, i := range idx {
 				if op == ElemMultiply {
@@ -127,31 +127,9 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 	})
 }
 
-func elemReal[R float32 | float64](op ElemOp, s []R, idx []int, av, bv []R) {
-	for k, i := range idx {
-		switch op {
-		case ElemMultiply:
-			s[i] = av[k] * bv[k]
-		case ElemDivide:
-			s[i] = av[k] / bv[k]
-		case ElemMaximum:
-			s[i] = R(math.Max(float64(av[k]), float64(bv[k])))
-		default:
-			s[i] = R(math.Min(float64(av[k]), float64(bv[k])))
-		}
-	}
-}
-
-// elemInt is elemReal for integers: a divisor 0 anywhere in this rank's part is refused before
-// any element of it changes.
-func elemInt[R int32 | int64](op ElemOp, s []R, idx []int, av, bv []R) error {
-	if op == ElemDivide {
-		for k := range idx {
-			if bv[k] == 0 {
-				return fmt.Errorf("%w: element %d of the divisor patch", ErrDivideByZero, k)
-			}
-		}
-	}
+// elemApply sets s[idx[k]] = av[k] op bv[k] (max and min as the builtins: for floats those of
+// math.Max and math.Min, NaN and signed zeros included).
+func elemApply[R ordered](op ElemOp, s []R, idx []int, av, bv []R) {
 	for k, i := range idx {
 		switch op {
 		case ElemMultiply:
@@ -164,6 +142,19 @@ func elemInt[R int32 | int64](op ElemOp, s []R, idx []int, av, bv []R) error {
 			s[i] = min(av[k], bv[k])
 		}
 	}
+}
+
+// elemInt is elemApply for integers: a divisor 0 anywhere in this rank's part is refused before
+// any element of it changes.
+func elemInt[R int32 | int64](op ElemOp, s []R, idx []int, av, bv []R) error {
+	if op == ElemDivide {
+		for k := range idx {
+			if bv[k] == 0 {
+				return fmt.Errorf("%w: element %d of the divisor patch", ErrDivideByZero, k)
+			}
+		}
+	}
+	elemApply(op, s, idx, av, bv)
 	return nil
 }
 
