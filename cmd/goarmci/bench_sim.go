@@ -77,13 +77,7 @@ func parseSim(stderr io.Writer, args []string) (*simFlags, bench.SimOptions, err
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.StringVar(&f.plot, "plot", "", "also plot into this PNG file")
 	fs.BoolVar(&f.verbose, "v", false, "report every run's wall time on stderr")
-	var rest []string
-	for _, a := range args {
-		if a != bench.ScenarioHotspot {
-			rest = append(rest, a)
-		}
-	}
-	if err := fs.Parse(rest); err != nil {
+	if err := fs.Parse(withoutScenario(args)); err != nil {
 		return nil, o, err
 	}
 	if fs.NArg() > 0 {
@@ -254,13 +248,7 @@ func parseDRC(stderr io.Writer, args []string) (*drcFlags, error) {
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "wall-clock limit of each job")
 	fs.BoolVar(&f.verbose, "v", false, "show every rank's output")
-	var rest []string
-	for _, a := range args {
-		if a != bench.ScenarioHotspot {
-			rest = append(rest, a)
-		}
-	}
-	if err := fs.Parse(rest); err != nil {
+	if err := fs.Parse(withoutScenario(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -530,4 +518,9 @@ func drcJob(ctx context.Context, logw io.Writer, tb *testutil.Testbed, f *drcFla
 		return r, fmt.Errorf("no result from rank 0 (%v): %q", err, truncate([]byte(outs[0].String()), 400))
 	}
 	return r, nil
+}
+
+// withoutScenario is args without the scenario's name (hotspot), which may stand among the flags.
+func withoutScenario(args []string) []string {
+	return slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == bench.ScenarioHotspot })
 }
