@@ -197,27 +197,24 @@ func shapes(np int) []shape {
 }
 
 func TestPatchRoundTrip(t *testing.T) {
-	for _, np := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
-			rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-				for _, s := range shapes(np) {
-					roundTrip[float64](ctx, t, rt, s.dims, s.opts...)
-				}
-				s := shapes(np)[1]
-				roundTrip[int32](ctx, t, rt, s.dims, s.opts...)
-				roundTrip[int64](ctx, t, rt, s.dims, s.opts...)
-				roundTrip[float32](ctx, t, rt, s.dims, s.opts...)
-				roundTrip[complex64](ctx, t, rt, s.dims, s.opts...)
-				roundTrip[complex128](ctx, t, rt, s.dims, s.opts...)
-				roundTrip[int64](ctx, t, rt, []int{3, 2, 2, 3}, nil...)
-			})
-		})
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, s := range shapes(rt.Size()) {
+			roundTrip[float64](ctx, t, rt, s.dims, s.opts...)
+		}
+		s := shapes(rt.Size())[1]
+		roundTrip[int32](ctx, t, rt, s.dims, s.opts...)
+		roundTrip[int64](ctx, t, rt, s.dims, s.opts...)
+		roundTrip[float32](ctx, t, rt, s.dims, s.opts...)
+		roundTrip[complex64](ctx, t, rt, s.dims, s.opts...)
+		roundTrip[complex128](ctx, t, rt, s.dims, s.opts...)
+		roundTrip[int64](ctx, t, rt, []int{3, 2, 2, 3}, nil...)
+	})
 }
 
 func TestNonBlocking(t *testing.T) {
-	rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-		a, err := Create[int64](ctx, rt, "nb", []int{6, 6})
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		np := rt.Size()
+		a, err := Create[int64](ctx, rt, "nb", []int{2 * np, 6})
 		require.NoError(t, err)
 		me := rt.Rank()
 		// each rank puts its row pair, spanning several owners, non-blocking
@@ -230,21 +227,21 @@ func TestNonBlocking(t *testing.T) {
 		require.NoError(t, h.Wait(ctx))
 		require.NoError(t, h.Wait(ctx), "second Wait")
 		require.NoError(t, a.Sync(ctx))
-		ones := make([]int64, 36)
+		ones := make([]int64, 12*np)
 		for i := range ones {
 			ones[i] = 1
 		}
-		h2, err := a.NbAcc(ctx, []int{0, 0}, []int{5, 5}, ones, nil, 10)
+		h2, err := a.NbAcc(ctx, []int{0, 0}, []int{2*np - 1, 5}, ones, nil, 10)
 		require.NoError(t, err)
 		require.NoError(t, h2.Wait(ctx))
 		require.NoError(t, a.Sync(ctx))
-		got := make([]int64, 36)
-		h3, err := a.NbGet(ctx, []int{0, 0}, []int{5, 5}, got, nil)
+		got := make([]int64, 12*np)
+		h3, err := a.NbGet(ctx, []int{0, 0}, []int{2*np - 1, 5}, got, nil)
 		require.NoError(t, err)
 		require.NoError(t, h3.Wait(ctx))
-		for r := 0; r < 3; r++ {
+		for r := 0; r < np; r++ {
 			for i := 0; i < 12; i++ {
-				require.Equal(t, int64(100*r+i+30), got[12*r+i])
+				require.Equal(t, int64(100*r+i+10*np), got[12*r+i], "rank %d's row pair, element %d", r, i)
 			}
 		}
 		require.NoError(t, a.Destroy(ctx))
@@ -252,14 +249,10 @@ func TestNonBlocking(t *testing.T) {
 }
 
 func TestReadIncGapFree(t *testing.T) {
-	for _, np := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
-			rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-				readInc[int32](ctx, t, rt)
-				readInc[int64](ctx, t, rt)
-			})
-		})
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		readInc[int32](ctx, t, rt)
+		readInc[int64](ctx, t, rt)
+	})
 }
 
 func readInc[T ~int32 | ~int64](ctx context.Context, t testing.TB, rt *rma.Runtime) {
@@ -289,13 +282,9 @@ func readInc[T ~int32 | ~int64](ctx context.Context, t testing.TB, rt *rma.Runti
 }
 
 func TestCollectives(t *testing.T) {
-	for _, np := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
-			rmatest.Run(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-				collectives(ctx, t, rt)
-			})
-		})
-	}
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		collectives(ctx, t, rt)
+	})
 }
 
 func collectives(ctx context.Context, t testing.TB, rt *rma.Runtime) {
@@ -466,30 +455,32 @@ func TestLocality(t *testing.T) {
 }
 
 func TestGopBrdcst(t *testing.T) {
-	rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-		me := rt.Rank()
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		me, np := rt.Rank(), rt.Size()
+		tri := float64(np * (np - 1) / 2)
 		f := []float64{float64(me), -float64(me), 1}
 		require.NoError(t, GopSum(ctx, rt, f))
-		require.Equal(t, []float64{3, -3, 3}, f)
+		require.Equal(t, []float64{tri, -tri, float64(np)}, f)
 		i := []int32{int32(me), int32(10 - me)}
 		require.NoError(t, GopMax(ctx, rt, i))
-		require.Equal(t, []int32{2, 10}, i)
+		require.Equal(t, []int32{int32(np - 1), 10}, i)
 		l := []int64{int64(me) - 5}
 		require.NoError(t, GopMin(ctx, rt, l))
 		require.Equal(t, []int64{-5}, l)
 		z := []complex128{complex(1, float64(me))}
 		require.NoError(t, GopSum(ctx, rt, z))
-		require.Equal(t, []complex128{complex(3, 3)}, z)
+		require.Equal(t, []complex128{complex(float64(np), tri)}, z)
 		require.ErrorIs(t, GopMax(ctx, rt, z), ErrType)
 		b := []float32{float32(me), float32(me)}
-		require.NoError(t, Brdcst(ctx, rt, 1, b))
-		require.Equal(t, []float32{1, 1}, b)
+		root := np - 1
+		require.NoError(t, Brdcst(ctx, rt, root, b))
+		require.Equal(t, []float32{float32(root), float32(root)}, b)
 	})
 }
 
 // TestBadInput checks that every bad request fails with the right error and changes nothing.
 func TestBadInput(t *testing.T) {
-	rmatest.Run(t, 2, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		a, err := Create[float64](ctx, rt, "bad", []int{4, 5})
 		require.NoError(t, err)
 		init := make([]float64, 20)
@@ -564,14 +555,20 @@ func TestBadInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrShape)
 		_, err = Create[float64](ctx, rt, "x", nil)
 		require.ErrorIs(t, err, ErrShape)
-		_, err = Create[float64](ctx, rt, "x", []int{4}, Irregular([][]int{{0, 1, 2}}))
+		moreBlocksThanRanks := make([]int, rt.Size()+1) // block starts 0, 1, ..., np
+		for i := range moreBlocksThanRanks {
+			moreBlocksThanRanks[i] = i
+		}
+		_, err = Create[float64](ctx, rt, "x", []int{16}, Irregular([][]int{moreBlocksThanRanks}))
 		require.ErrorIs(t, err, ErrMap)
 		_, err = Create[float64](ctx, rt, "x", []int{4}, Chunk(2), Irregular([][]int{{0}}))
 		require.ErrorIs(t, err, ErrMap)
 		_, err = Create[float64](ctx, rt, "x", []int{4, 4}, Chunk(2))
 		require.ErrorIs(t, err, ErrShape)
-		_, err = Create[float64](ctx, rt, "x", []int{4 + rt.Rank()})
-		require.ErrorIs(t, err, ErrMismatch)
+		if rt.Size() > 1 {
+			_, err = Create[float64](ctx, rt, "x", []int{4 + rt.Rank()})
+			require.ErrorIs(t, err, ErrMismatch)
+		}
 
 		// use after destroy
 		require.NoError(t, other.Destroy(ctx))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -15,17 +14,6 @@ import (
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
-
-// groupJobs runs body in jobs of 1, 2, 4 and 5 ranks over shared memory and over tcp.
-func groupJobs(t *testing.T, body func(ctx context.Context, t testing.TB, rt *rma.Runtime)) {
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		for _, np := range []int{1, 2, 4, 5} {
-			t.Run(fmt.Sprintf("%s/np%d", tr, np), func(t *testing.T) {
-				rmatest.Run(t, np, body, rmatest.Transport(tr))
-			})
-		}
-	}
-}
 
 // groupShapes are member lists of a job of np ranks: the evens, every rank in reverse order, the
 // last rank alone, and the odds after the evens.
@@ -61,7 +49,7 @@ func i64bytes(v ...int64) []byte {
 // TestGroupCreateQueries: ARMCI_Group_create, _rank, _size and ARMCI_Absolute_id give the ranks
 // in the order listed, on members and non-members alike; a non-member's rank is -1.
 func TestGroupCreateQueries(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		for _, members := range groupShapes(rt.Size()) {
 			g, err := rt.GroupCreate(ctx, members)
 			require.NoError(t, err, "members %v", members)
@@ -96,7 +84,7 @@ func TestGroupCreateQueries(t *testing.T) {
 // different ranks and a list only one rank rejects all fail on every rank with ErrBadGroup, and
 // leave no segment behind; a good list works after them.
 func TestGroupCreateBadInput(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		np, me := rt.Size(), rt.Rank()
 		live := rt.LiveSegments()
 		cases := map[string]func() []int{
@@ -145,7 +133,7 @@ func TestGroupCreateBadInput(t *testing.T) {
 // TestGroupNonMember: every collective call of a group by a non-member fails with ErrNotMember
 // and changes nothing (the buffers keep their values, no segment is allocated).
 func TestGroupNonMember(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		me := rt.Rank()
 		g, err := rt.GroupCreate(ctx, []int{0})
 		require.NoError(t, err)
@@ -184,7 +172,7 @@ func TestGroupNonMember(t *testing.T) {
 // value its predecessor wrote in that round. Two disjoint groups (the first and second half)
 // run different numbers of rounds at the same time.
 func TestGroupBarrierOrdering(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		np, me := rt.Size(), rt.Rank()
 		seg, err := rt.Malloc(ctx, 16)
 		require.NoError(t, err)
@@ -236,7 +224,7 @@ func TestGroupBarrierOrdering(t *testing.T) {
 // is ErrOutOfRange, a member's failed allocation fails every member and leaves nothing behind,
 // and Free is collective over the members.
 func TestGroupMalloc(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		np, me := rt.Size(), rt.Rank()
 		for _, members := range groupShapes(np) {
 			g, err := rt.GroupCreate(ctx, members)
@@ -313,7 +301,7 @@ func TestGroupMalloc(t *testing.T) {
 // small and chunked (larger than a scratch slot), in every group shape; bad input (unknown
 // operation, root out of the group) fails with nothing sent.
 func TestGroupAllReduceBroadcast(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		me := rt.Rank()
 		for _, members := range groupShapes(rt.Size()) {
 			g, err := rt.GroupCreate(ctx, members)
@@ -383,7 +371,7 @@ func TestGroupAllReduceBroadcast(t *testing.T) {
 // barriers at the same time, a different number of each, with correct values in each group;
 // world collectives after them still agree.
 func TestGroupSplitConcurrent(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		np, me := rt.Size(), rt.Rank()
 		var mine *rma.Group
 		for c := 0; c < 2; c++ {
@@ -474,7 +462,7 @@ func TestGroupPeerFailure(t *testing.T) {
 // (The in-process transports deliver so fast that this passes without the fence as well: it
 // checks values, it cannot catch a missing fence.)
 func TestGroupBarrierFencesEveryTarget(t *testing.T) {
-	groupJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		np, me := rt.Size(), rt.Rank()
 		if np < 2 {
 			return // no non-member

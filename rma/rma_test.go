@@ -24,6 +24,14 @@ func transports(t *testing.T, n int, body func(ctx context.Context, t testing.TB
 	}
 }
 
+// eachJob runs body in jobs of 1, 2, 4 and 5 ranks over shared memory and over tcp (the job
+// shapes of the ARMCI calls' tests).
+func eachJob(t *testing.T, body func(ctx context.Context, t testing.TB, rt *rma.Runtime)) {
+	for _, np := range []int{1, 2, 4, 5} {
+		transports(t, np, body)
+	}
+}
+
 func pattern(rank, n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -298,38 +306,51 @@ func TestMutexSerializesReadModifyWrite(t *testing.T) {
 }
 
 func TestCollectives(t *testing.T) {
-	for _, np := range []int{1, 3, 4} {
-		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-			me := float64(rt.Rank())
-			vals := []float64{me, 1 - me, 1}
-			b := f64bytes(vals)
-			require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceSum, b))
-			n := float64(rt.Size())
-			require.Equal(t, f64bytes([]float64{n * (n - 1) / 2, n - n*(n-1)/2, n}), b)
-			b = f64bytes(vals)
-			require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceMax, b))
-			require.Equal(t, f64bytes([]float64{n - 1, 1, 1}), b)
-			// a reduction larger than one scratch slot
-			big := make([]byte, 3<<20)
-			for i := 0; i < len(big); i += 4 {
-				binary.LittleEndian.PutUint32(big[i:], uint32(i/4+rt.Rank()))
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		me := float64(rt.Rank())
+		vals := []float64{me, 1 - me, 1}
+		b := f64bytes(vals)
+		require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceSum, b))
+		n := float64(rt.Size())
+		require.Equal(t, f64bytes([]float64{n * (n - 1) / 2, n - n*(n-1)/2, n}), b)
+		b = f64bytes(vals)
+		require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceMax, b))
+		require.Equal(t, f64bytes([]float64{n - 1, 1, 1}), b)
+		// a reduction larger than one scratch slot
+		big := make([]byte, 3<<20)
+		for i := 0; i < len(big); i += 4 {
+			binary.LittleEndian.PutUint32(big[i:], uint32(i/4+rt.Rank()))
+		}
+		require.NoError(t, rt.AllReduce(ctx, rma.AccInt32, rma.ReduceMin, big))
+		bad := -1
+		for i := 0; i < len(big) && bad < 0; i += 4 {
+			if binary.LittleEndian.Uint32(big[i:]) != uint32(i/4) {
+				bad = i / 4
 			}
-			require.NoError(t, rt.AllReduce(ctx, rma.AccInt32, rma.ReduceMin, big))
-			bad := -1
-			for i := 0; i < len(big) && bad < 0; i += 4 {
-				if binary.LittleEndian.Uint32(big[i:]) != uint32(i/4) {
-					bad = i / 4
-				}
-			}
-			require.Equal(t, -1, bad, "first wrong element of the min-reduction")
-			msg := make([]byte, 100)
-			if rt.Rank() == rt.Size()-1 {
-				copy(msg, "broadcast from the last rank")
-			}
-			require.NoError(t, rt.Broadcast(ctx, rt.Size()-1, msg))
-			require.Equal(t, "broadcast from the last rank", string(msg[:28]))
-		})
-	}
+		}
+		require.Equal(t, -1, bad, "first wrong element of the min-reduction")
+		msg := make([]byte, 100)
+		if rt.Rank() == rt.Size()-1 {
+			copy(msg, "broadcast from the last rank")
+		}
+		require.NoError(t, rt.Broadcast(ctx, rt.Size()-1, msg))
+		require.Equal(t, "broadcast from the last rank", string(msg[:28]))
+		// product, abs-max and abs-min (armci_msg_dgop "*", "absmax", "absmin"): rank r
+		// contributes -(r+2), so the product is (-1)^n (n+1)!, the magnitudes 2..n+1
+		b = f64bytes([]float64{-(me + 2)})
+		require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceProd, b))
+		prod := 1.0
+		for r := 0; r < rt.Size(); r++ {
+			prod *= -float64(r + 2)
+		}
+		require.Equal(t, f64bytes([]float64{prod}), b)
+		b = f64bytes([]float64{-(me + 2)})
+		require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceAbsMax, b))
+		require.Equal(t, f64bytes([]float64{n + 1}), b)
+		b = f64bytes([]float64{-(me + 2)})
+		require.NoError(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceAbsMin, b))
+		require.Equal(t, f64bytes([]float64{2}), b)
+	})
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

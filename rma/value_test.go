@@ -20,77 +20,75 @@ import (
 // TestPutGetValue stores one value of each type into the next rank's part and reads it back from
 // every rank (ARMCI_PutValue*/GetValue*), and checks the bytes little-endian at the target.
 func TestPutGetValue(t *testing.T) {
-	for _, np := range []int{1, 2, 4} {
-		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-			seg, err := rt.Malloc(ctx, 32)
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		seg, err := rt.Malloc(ctx, 32)
+		require.NoError(t, err)
+		me, n := rt.Rank(), rt.Size()
+		to := (me + 1) % n
+		require.NoError(t, rma.PutValue(ctx, rt, int32(-7-me), seg, to, 0))
+		require.NoError(t, rma.PutValue(ctx, rt, int64(1)<<40+int64(me), seg, to, 8))
+		require.NoError(t, rma.PutValue(ctx, rt, float32(1.5)+float32(me), seg, to, 16))
+		require.NoError(t, rma.PutValue(ctx, rt, math.Pi*float64(me+1), seg, to, 24))
+		require.NoError(t, rt.Barrier(ctx))
+		from := (me - 1 + n) % n
+		loc := seg.Local()
+		require.Equal(t, uint32(int32(-7-from)), binary.LittleEndian.Uint32(loc))
+		require.Equal(t, uint64(1<<40+from), binary.LittleEndian.Uint64(loc[8:]))
+		for p := 0; p < n; p++ {
+			src := (p - 1 + n) % n
+			i, err := rma.GetValue[int32](ctx, rt, seg, p, 0)
 			require.NoError(t, err)
-			me, n := rt.Rank(), rt.Size()
-			to := (me + 1) % n
-			require.NoError(t, rma.PutValue(ctx, rt, int32(-7-me), seg, to, 0))
-			require.NoError(t, rma.PutValue(ctx, rt, int64(1)<<40+int64(me), seg, to, 8))
-			require.NoError(t, rma.PutValue(ctx, rt, float32(1.5)+float32(me), seg, to, 16))
-			require.NoError(t, rma.PutValue(ctx, rt, math.Pi*float64(me+1), seg, to, 24))
-			require.NoError(t, rt.Barrier(ctx))
-			from := (me - 1 + n) % n
-			loc := seg.Local()
-			require.Equal(t, uint32(int32(-7-from)), binary.LittleEndian.Uint32(loc))
-			require.Equal(t, uint64(1<<40+from), binary.LittleEndian.Uint64(loc[8:]))
-			for p := 0; p < n; p++ {
-				src := (p - 1 + n) % n
-				i, err := rma.GetValue[int32](ctx, rt, seg, p, 0)
-				require.NoError(t, err)
-				require.Equal(t, int32(-7-src), i)
-				l, err := rma.GetValue[int64](ctx, rt, seg, p, 8)
-				require.NoError(t, err)
-				require.Equal(t, int64(1)<<40+int64(src), l)
-				f, err := rma.GetValue[float32](ctx, rt, seg, p, 16)
-				require.NoError(t, err)
-				require.Equal(t, float32(1.5)+float32(src), f)
-				d, err := rma.GetValue[float64](ctx, rt, seg, p, 24)
-				require.NoError(t, err)
-				require.Equal(t, math.Pi*float64(src+1), d)
-			}
-			_, err = rma.GetValue[float64](ctx, rt, seg, to, 28)
-			require.True(t, errors.Is(err, rma.ErrOutOfRange), "%v", err)
-			require.True(t, errors.Is(rma.PutValue(ctx, rt, int64(1), seg, n, 0), rma.ErrBadRank))
-			require.NoError(t, rt.Barrier(ctx))
-			require.NoError(t, seg.Free(ctx))
-		})
-	}
+			require.Equal(t, int32(-7-src), i)
+			l, err := rma.GetValue[int64](ctx, rt, seg, p, 8)
+			require.NoError(t, err)
+			require.Equal(t, int64(1)<<40+int64(src), l)
+			f, err := rma.GetValue[float32](ctx, rt, seg, p, 16)
+			require.NoError(t, err)
+			require.Equal(t, float32(1.5)+float32(src), f)
+			d, err := rma.GetValue[float64](ctx, rt, seg, p, 24)
+			require.NoError(t, err)
+			require.Equal(t, math.Pi*float64(src+1), d)
+		}
+		_, err = rma.GetValue[float64](ctx, rt, seg, to, 28)
+		require.True(t, errors.Is(err, rma.ErrOutOfRange), "%v", err)
+		require.True(t, errors.Is(rma.PutValue(ctx, rt, int64(1), seg, n, 0), rma.ErrBadRank))
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, seg.Free(ctx))
+	})
 }
 
 // TestTryLock: a free mutex is taken; while it is held every TryLock fails and changes nothing
 // (a later Lock/Unlock cycle still works); after Unlock it is free again. Then every rank spins
 // on TryLock to increment a counter under the mutex: the count is exact.
 func TestTryLock(t *testing.T) {
-	transports(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		require.NoError(t, rt.CreateMutexes(ctx, 1))
 		seg, err := rt.Malloc(ctx, 8)
 		require.NoError(t, err)
-		me := rt.Rank()
+		me, owner := rt.Rank(), rt.Size()-1 // the mutex lives on the last rank
 		if me == 0 {
-			ok, err := rt.TryLock(ctx, 0, 1)
+			ok, err := rt.TryLock(ctx, 0, owner)
 			require.NoError(t, err)
 			require.True(t, ok, "a free mutex")
 		}
 		require.NoError(t, rt.Barrier(ctx))
 		if me != 0 {
 			for i := 0; i < 5; i++ {
-				ok, err := rt.TryLock(ctx, 0, 1)
+				ok, err := rt.TryLock(ctx, 0, owner)
 				require.NoError(t, err)
 				require.False(t, ok, "a held mutex")
 			}
 		}
 		require.NoError(t, rt.Barrier(ctx))
 		if me == 0 {
-			require.NoError(t, rt.Unlock(ctx, 0, 1))
+			require.NoError(t, rt.Unlock(ctx, 0, owner))
 		}
 		require.NoError(t, rt.Barrier(ctx))
 		const rounds = 20
 		buf := make([]byte, 8)
 		for i := 0; i < rounds; i++ {
 			for {
-				ok, err := rt.TryLock(ctx, 0, 1)
+				ok, err := rt.TryLock(ctx, 0, owner)
 				require.NoError(t, err)
 				if ok {
 					break
@@ -99,12 +97,12 @@ func TestTryLock(t *testing.T) {
 			require.NoError(t, rt.Get(ctx, seg, 0, 0, buf))
 			binary.LittleEndian.PutUint64(buf, binary.LittleEndian.Uint64(buf)+1)
 			require.NoError(t, rt.Put(ctx, buf, seg, 0, 0))
-			require.NoError(t, rt.Unlock(ctx, 0, 1))
+			require.NoError(t, rt.Unlock(ctx, 0, owner))
 		}
 		require.NoError(t, rt.Barrier(ctx))
-		require.NoError(t, rt.Lock(ctx, 0, 1)) // the ticket queue is consistent after all that
+		require.NoError(t, rt.Lock(ctx, 0, owner)) // the ticket queue is consistent after all that
 		require.NoError(t, rt.Get(ctx, seg, 0, 0, buf))
-		require.NoError(t, rt.Unlock(ctx, 0, 1))
+		require.NoError(t, rt.Unlock(ctx, 0, owner))
 		require.Equal(t, uint64(rounds*rt.Size()), binary.LittleEndian.Uint64(buf))
 		require.NoError(t, rt.Barrier(ctx))
 		require.NoError(t, seg.Free(ctx))
@@ -190,45 +188,43 @@ func TestBadRailIsAnErrorOnOneNode(t *testing.T) {
 // notifies it; each rank waits for its predecessor's notify and must then see that round's data
 // (armci_notify / armci_notify_wait). The counts returned grow by one per round.
 func TestNotify(t *testing.T) {
-	for _, np := range []int{1, 2, 4} {
-		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-			const size = 4096
-			seg, err := rt.Malloc(ctx, size)
+	eachJob(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		const size = 4096
+		seg, err := rt.Malloc(ctx, size)
+		require.NoError(t, err)
+		me, n := rt.Rank(), rt.Size()
+		next, prev := (me+1)%n, (me-1+n)%n
+		sentTo, heardFrom := map[int]int64{}, map[int]int64{} // the counts each call must return
+		notify := func(p int) {
+			sentTo[p]++
+			c, err := rt.Notify(ctx, p)
 			require.NoError(t, err)
-			me, n := rt.Rank(), rt.Size()
-			next, prev := (me+1)%n, (me-1+n)%n
-			sentTo, heardFrom := map[int]int64{}, map[int]int64{} // the counts each call must return
-			notify := func(p int) {
-				sentTo[p]++
-				c, err := rt.Notify(ctx, p)
-				require.NoError(t, err)
-				require.Equal(t, sentTo[p], c, "notifies sent to rank %d", p)
+			require.Equal(t, sentTo[p], c, "notifies sent to rank %d", p)
+		}
+		wait := func(p int) {
+			heardFrom[p]++
+			c, err := rt.NotifyWait(ctx, p)
+			require.NoError(t, err)
+			require.Equal(t, heardFrom[p], c, "notifies waited for from rank %d", p)
+		}
+		for round := 1; round <= 20; round++ {
+			// the predecessor writes my part only after I said I had read the last round
+			if round > 1 {
+				notify(prev)
+				wait(next)
 			}
-			wait := func(p int) {
-				heardFrom[p]++
-				c, err := rt.NotifyWait(ctx, p)
-				require.NoError(t, err)
-				require.Equal(t, heardFrom[p], c, "notifies waited for from rank %d", p)
-			}
-			for round := 1; round <= 20; round++ {
-				// the predecessor writes my part only after I said I had read the last round
-				if round > 1 {
-					notify(prev)
-					wait(next)
-				}
-				require.NoError(t, rt.Put(ctx, pattern(round*10+me, size), seg, next, 0))
-				notify(next)
-				wait(prev)
-				require.Equal(t, pattern(round*10+prev, size), seg.Local(), "round %d", round)
-			}
-			_, err = rt.Notify(ctx, n)
-			require.True(t, errors.Is(err, rma.ErrBadRank))
-			_, err = rt.NotifyWait(ctx, -1)
-			require.True(t, errors.Is(err, rma.ErrBadRank))
-			require.NoError(t, rt.Barrier(ctx))
-			require.NoError(t, seg.Free(ctx))
-		})
-	}
+			require.NoError(t, rt.Put(ctx, pattern(round*10+me, size), seg, next, 0))
+			notify(next)
+			wait(prev)
+			require.Equal(t, pattern(round*10+prev, size), seg.Local(), "round %d", round)
+		}
+		_, err = rt.Notify(ctx, n)
+		require.True(t, errors.Is(err, rma.ErrBadRank))
+		_, err = rt.NotifyWait(ctx, -1)
+		require.True(t, errors.Is(err, rma.ErrBadRank))
+		require.NoError(t, rt.Barrier(ctx))
+		require.NoError(t, seg.Free(ctx))
+	})
 }
 
 // TestStatsExactCounts: after a known pattern of operations from rank 0 to rank 1 (and to
