@@ -97,7 +97,7 @@ func (a *Array[T]) sameShape(call string, b *Array[T]) error {
 // when a has ghost cells), else a copy fetched with Get (like's block lies inside a's bounds,
 // as the shapes are equal).
 func (a *Array[T]) alignedTo(ctx context.Context, like *Array[T]) ([]T, error) {
-	n := like.d.BlockElems(like.me)
+	n := like.d.LocalElems(like.me)
 	if n == 0 {
 		return nil, nil
 	}
@@ -105,10 +105,10 @@ func (a *Array[T]) alignedTo(ctx context.Context, like *Array[T]) ([]T, error) {
 		return a.packedLocal(), nil
 	}
 	buf := make([]T, n)
-	if err := a.Get(ctx, like.lo, like.hi, buf, nil); err != nil {
-		return nil, err
+	if !like.d.MultiBlock() {
+		return buf, a.Get(ctx, like.lo, like.hi, buf, nil)
 	}
-	return buf, nil
+	return buf, a.getInto(ctx, like, buf)
 }
 
 // Copy copies every element of a into dst (GA_Copy(g_a, g_b)); the arrays must have the same

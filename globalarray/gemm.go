@@ -60,12 +60,12 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 		return fmt.Errorf("ga: %s: arrays of different runtimes or process groups: %w", call, ErrShape)
 	}
 	k := ak
-	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(olo, ohi []int) error {
+	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(v *Array[T], olo, ohi []int) error {
 		rows, cols := ohi[0]-olo[0]+1, ohi[1]-olo[1]+1
 		if rows == m && cols == n && a.ownsWhole() && b.ownsWhole() {
 			// this rank holds all three matrices (one rank, or one owner of everything): one
 			// product straight on the stored blocks, no panel copies
-			gemmLocal(transA, transB, alpha, a.local[:ar*ac], b.local[:br*bc], beta, c.local, c.ld[0], rows, cols, k)
+			gemmLocal(transA, transB, alpha, a.local[:ar*ac], b.local[:br*bc], beta, v.local, v.ld[0], rows, cols, k)
 			return nil
 		}
 		var abuf, bbuf [2][]T
@@ -111,7 +111,7 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 					return errors.Join(err, wait(hs))
 				}
 			}
-			gemmLocal(transA, transB, alpha, abuf[slot][:rows*cw], bbuf[slot][:cw*cols], scale, c.local, c.ld[0], rows, cols, cw)
+			gemmLocal(transA, transB, alpha, abuf[slot][:rows*cw], bbuf[slot][:cw*cols], scale, v.local, v.ld[0], rows, cols, cw)
 			scale = 1
 		}
 		return nil
