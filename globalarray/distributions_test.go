@@ -1,0 +1,242 @@
+package globalarray
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/rma"
+)
+
+// cyclicShapes are the block-cyclic, tiled and restricted distributions the tests run on np
+// ranks: 1-, 2- and 3-dimensional, extents not divisible by the blocks, blocks larger than the
+// array, process grids of np ranks, restricted lists out of order.
+func cyclicShapes(np int) []shape {
+	ranks := []int{0}
+	if np > 1 {
+		ranks = []int{np - 1, 0} // the list's order, not the ranks', numbers the blocks
+	}
+	return []shape{
+		{"1d cyclic", []int{13}, []Option{BlockCyclic(3)}},
+		{"2d cyclic", []int{7, 5}, []Option{BlockCyclic(2, 3)}},
+		{"3d cyclic", []int{4, 3, 5}, []Option{BlockCyclic(3, 2, 2)}},
+		{"block > dims", []int{5, 4}, []Option{BlockCyclic(8, 8)}},
+		{"2d ScaLAPACK grid", []int{7, 9}, []Option{BlockCyclicGrid([]int{2, 4}, []int{np, 1})}},
+		{"3d ScaLAPACK grid", []int{5, 4, 6}, []Option{BlockCyclicGrid([]int{2, 3, 4}, []int{1, 1, np})}},
+		{"2d tiled", []int{7, 9}, []Option{Tiled([]int{3, 2}, []int{1, np})}},
+		{"3d tiled", []int{5, 4, 6}, []Option{Tiled([]int{2, 3, 4}, []int{np, 1, 1})}},
+		{"2d tiled irregular", []int{6, 7}, []Option{TiledIrregular([][]int{{0, 1, 4}, {0, 3}}, []int{np, 1})}},
+		{"2d restricted", []int{7, 5}, []Option{Restricted(ranks...)}},
+		{"1d restricted range", []int{11}, []Option{RestrictedRange(np/2, np-1)}},
+		{"1d restricted cyclic", []int{9}, []Option{BlockCyclic(2), Restricted(ranks...)}},
+	}
+}
+
+// nbRoundTrip checks NbPut, NbGet and NbAcc against a serial model: each rank in turn puts a
+// random patch, every rank gets random patches, then every rank accumulates into one patch.
+func nbRoundTrip[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims []int, opts ...Option) {
+	a, err := Create[T](ctx, rt, "nb", dims, opts...)
+	require.NoError(t, err)
+	me, np := rt.Rank(), rt.Size()
+	m := newModel[T](dims)
+	rng := rand.New(rand.NewPCG(uint64(len(dims)), 99)) // same draws on every rank
+	next := 1
+	for origin := 0; origin < np; origin++ {
+		lo, hi, ld, bs, n := randPatch(rng, dims)
+		buf := make([]T, n)
+		each(lo, hi, m.stride, bs, func(mi, bi int) {
+			buf[bi], m.data[mi] = val[T](next), val[T](next)
+			next++
+		})
+		if me == origin {
+			h, err := a.NbPut(ctx, lo, hi, buf, ld)
+			require.NoError(t, err)
+			require.NoError(t, h.Wait(ctx))
+		}
+		require.NoError(t, a.Sync(ctx))
+	}
+	lo, hi, ld, bs, n := randPatch(rng, dims)
+	got := make([]T, n)
+	h, err := a.NbGet(ctx, lo, hi, got, ld)
+	require.NoError(t, err)
+	require.NoError(t, h.Wait(ctx))
+	each(lo, hi, m.stride, bs, func(mi, bi int) { require.Equal(t, m.data[mi], got[bi], "NbGet %v..%v", lo, hi) })
+	require.NoError(t, a.Sync(ctx))
+	lo, hi, ld, bs, n = randPatch(rng, dims)
+	add := make([]T, n)
+	each(lo, hi, m.stride, bs, func(mi, bi int) {
+		add[bi] = val[T](bi%3 + 1)
+		m.data[mi] += val[T](np) * add[bi]
+	})
+	h, err = a.NbAcc(ctx, lo, hi, add, ld, val[T](1))
+	require.NoError(t, err)
+	require.NoError(t, h.Wait(ctx))
+	require.NoError(t, a.Sync(ctx))
+	require.Equal(t, m.data, getAll(ctx, t, a), "after NbAcc")
+	require.NoError(t, a.Destroy(ctx))
+}
+
+// TestCyclicPatches: Put, Get, Acc (random patches with padded leading dimensions) and their
+// non-blocking forms on every block-cyclic, tiled and restricted shape, against a serial model.
+func TestCyclicPatches(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, s := range cyclicShapes(rt.Size()) {
+			roundTrip[float64](ctx, t, rt, s.dims, s.opts...)
+			nbRoundTrip[int64](ctx, t, rt, s.dims, s.opts...)
+		}
+		s := cyclicShapes(rt.Size())[4]
+		roundTrip[complex64](ctx, t, rt, s.dims, s.opts...)
+	})
+}
+
+// TestCyclicGatherScatter: Gather, Scatter and ScatterAcc on the new distributions.
+func TestCyclicGatherScatter(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, s := range cyclicShapes(rt.Size()) {
+			gatherScatter[float64](ctx, t, rt, s.dims, s.opts...)
+		}
+	})
+}
+
+// cyclicCollectives checks Fill, Zero, Scale, Copy (to and from a regular array and between two
+// differently laid out arrays), Dot, the patch math, ReadInc and Print on one distribution.
+func cyclicCollectives(ctx context.Context, t testing.TB, rt *rma.Runtime, s shape) {
+	a, err := Create[int64](ctx, rt, "a", s.dims, s.opts...)
+	require.NoError(t, err)
+	reg, err := Create[int64](ctx, rt, "reg", s.dims)
+	require.NoError(t, err)
+	m := newModel[int64](s.dims)
+	n := len(m.data)
+	require.NoError(t, a.Fill(ctx, 3))
+	require.Equal(t, slices.Repeat([]int64{3}, n), getAll(ctx, t, a), "Fill")
+	require.NoError(t, a.Scale(ctx, -2))
+	require.Equal(t, slices.Repeat([]int64{-6}, n), getAll(ctx, t, a), "Scale")
+	require.NoError(t, a.Zero(ctx))
+	require.Equal(t, make([]int64, n), getAll(ctx, t, a), "Zero")
+	for i := range m.data {
+		m.data[i] = int64(i + 1)
+	}
+	setAll(ctx, t, reg, m.data)
+	require.NoError(t, reg.Copy(ctx, a))
+	require.Equal(t, m.data, getAll(ctx, t, a), "Copy from a regular array")
+	b, err := a.Duplicate(ctx, "b")
+	require.NoError(t, err)
+	require.NoError(t, a.Copy(ctx, b))
+	require.Equal(t, m.data, getAll(ctx, t, b), "Copy to a duplicate")
+	require.NoError(t, reg.Zero(ctx))
+	require.NoError(t, a.Copy(ctx, reg))
+	require.Equal(t, m.data, getAll(ctx, t, reg), "Copy to a regular array")
+	var want int64
+	for _, v := range m.data {
+		want += v * v
+	}
+	for _, pair := range [][2]*Array[int64]{{a, b}, {a, reg}, {reg, a}} {
+		got, err := pair[0].Dot(ctx, pair[1])
+		require.NoError(t, err)
+		require.Equal(t, want, got, "Dot %s·%s", pair[0].Name(), pair[1].Name())
+	}
+	// patch math over a patch crossing many blocks
+	lo, hi := make([]int, len(s.dims)), make([]int, len(s.dims))
+	for d, e := range s.dims {
+		lo[d], hi[d] = e/3, e-1
+	}
+	require.NoError(t, a.ScalePatch(ctx, lo, hi, 10))
+	require.NoError(t, b.FillPatch(ctx, lo, hi, 7))
+	eachIn(lo, hi, func(sub []int, _ int) { m.data[rowMajor(s.dims, sub)] *= 10 })
+	require.Equal(t, m.data, getAll(ctx, t, a), "ScalePatch")
+	require.NoError(t, AddPatch(ctx, 1, a, lo, hi, 2, b, lo, hi, reg, lo, hi))
+	regWant := slices.Clone(getAll(ctx, t, reg))
+	wantDot := int64(0)
+	eachIn(lo, hi, func(sub []int, _ int) {
+		x := rowMajor(s.dims, sub)
+		regWant[x] = m.data[x] + 14
+		wantDot += m.data[x] * 7
+	})
+	require.Equal(t, regWant, getAll(ctx, t, reg), "AddPatch")
+	dot, err := DotPatch(ctx, a, lo, hi, b, lo, hi)
+	require.NoError(t, err)
+	require.Equal(t, wantDot, dot, "DotPatch")
+	require.NoError(t, CopyPatch(ctx, reg, lo, hi, a, lo, hi))
+	require.Equal(t, regWant, getAll(ctx, t, a), "CopyPatch")
+	require.NoError(t, a.ZeroPatch(ctx, lo, hi))
+	eachIn(lo, hi, func(sub []int, _ int) { regWant[rowMajor(s.dims, sub)] = 0 })
+	require.Equal(t, regWant, getAll(ctx, t, a), "ZeroPatch %s", s.name)
+	require.NoError(t, a.Sync(ctx)) // every rank has read before anyone increments
+	// ReadInc on the last element: every rank adds 1 three times
+	last := make([]int, len(s.dims))
+	for d, e := range s.dims {
+		last[d] = e - 1
+	}
+	for range 3 {
+		_, err := a.ReadInc(ctx, last, 1)
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.Sync(ctx))
+	v, err := a.ReadInc(ctx, last, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(3*rt.Size()), v, "ReadInc %s", s.name)
+	var out bytes.Buffer
+	require.NoError(t, a.PrintPatch(ctx, &out, last, last))
+	require.True(t, strings.HasSuffix(out.String(), fmt.Sprintf(": %d\n", 3*rt.Size())), out.String())
+	require.NoError(t, a.Sync(ctx))
+	for _, x := range []*Array[int64]{a, b, reg} {
+		require.NoError(t, x.Destroy(ctx))
+	}
+}
+
+// TestCyclicCollectives: the collectives, patch math, ReadInc and Print on the new
+// distributions, and Gemm on a block-cyclic product against a serial product.
+func TestCyclicCollectives(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, s := range cyclicShapes(rt.Size()) {
+			cyclicCollectives(ctx, t, rt, s)
+		}
+		cyclicGemm(ctx, t, rt)
+	})
+}
+
+// cyclicGemm multiplies a block-cyclic A (7×5) by a tiled B (5×6) into a ScaLAPACK-laid-out
+// C = A·B + 2·C, checked exactly against a serial product (small integers in float64).
+func cyclicGemm(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	const m, k, n = 7, 5, 6
+	np := rt.Size()
+	a, err := Create[float64](ctx, rt, "A", []int{m, k}, BlockCyclic(2, 3))
+	require.NoError(t, err)
+	b, err := Create[float64](ctx, rt, "B", []int{k, n}, Tiled([]int{3, 2}, []int{1, np}))
+	require.NoError(t, err)
+	c, err := Create[float64](ctx, rt, "C", []int{m, n}, BlockCyclicGrid([]int{3, 2}, []int{np, 1}))
+	require.NoError(t, err)
+	ma, mb, mc := make([]float64, m*k), make([]float64, k*n), make([]float64, m*n)
+	for i := range ma {
+		ma[i] = float64(i%7 - 3)
+	}
+	for i := range mb {
+		mb[i] = float64(i%5 - 2)
+	}
+	for i := range mc {
+		mc[i] = float64(i % 4)
+	}
+	setAll(ctx, t, a, ma)
+	setAll(ctx, t, b, mb)
+	setAll(ctx, t, c, mc)
+	require.NoError(t, Gemm(ctx, false, false, 1, a, b, 2, c))
+	want := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			want[i*n+j] = 2 * mc[i*n+j]
+			for p := range k {
+				want[i*n+j] += ma[i*k+p] * mb[p*n+j]
+			}
+		}
+	}
+	require.Equal(t, want, getAll(ctx, t, c), "Gemm on block-cyclic arrays")
+	for _, x := range []*Array[float64]{a, b, c} {
+		require.NoError(t, x.Destroy(ctx))
+	}
+}
