@@ -240,3 +240,166 @@ func cyclicGemm(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 		require.NoError(t, x.Destroy(ctx))
 	}
 }
+
+// TestCyclicLocate: Locate, LocateBlock, LocateRegion, LocateNumBlocks, Distribution,
+// OwnedBlocks, GetBlockInfo, TotalBlocks and UsesProcGrid agree with each other, and each rank
+// writing f(index) into its blocks through AccessBlock (and AccessBlockSegment) is what Get
+// then reads: the local layout is the one the transfers address.
+func TestCyclicLocate(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		for _, s := range cyclicShapes(rt.Size()) {
+			a, err := Create[int32](ctx, rt, "loc", s.dims, s.opts...)
+			require.NoError(t, err)
+			n, nd := 1, len(s.dims)
+			for _, e := range s.dims {
+				n *= e
+			}
+			numBlocks, blockDims := a.GetBlockInfo()
+			total := 1
+			for _, x := range numBlocks {
+				total *= x
+			}
+			require.Equal(t, total, a.TotalBlocks(), s.name)
+			require.Len(t, blockDims, nd)
+			owned := 0
+			for r := range rt.Size() {
+				for _, k := range a.OwnedBlocks(r) {
+					lo, hi := a.Distribution(k)
+					if a.Dist().MultiBlock() {
+						blk, err := a.LocateBlock(hi)
+						require.NoError(t, err)
+						require.Equal(t, k, blk, "%s: block %d", s.name, k)
+					} else {
+						lo, hi = a.Distribution(r)
+					}
+					owner, err := a.Locate(lo)
+					require.NoError(t, err)
+					require.Equal(t, r, owner, s.name)
+					owned++
+				}
+			}
+			require.Equal(t, total, owned, "%s: every block has one owner", s.name)
+			hi := make([]int, nd)
+			for d, e := range s.dims {
+				hi[d] = e - 1
+			}
+			parts, err := a.LocateRegion(make([]int, nd), hi)
+			require.NoError(t, err)
+			count, err := a.LocateNumBlocks(make([]int, nd), hi)
+			require.NoError(t, err)
+			require.Equal(t, total, count)
+			require.Len(t, parts, total)
+			for k, p := range parts {
+				blk, err := a.LocateBlock(p.Lo)
+				require.NoError(t, err)
+				require.Equal(t, k, blk, "%s: LocateRegion in block order", s.name)
+				lo, bhi := a.Dist().BlockBounds(k)
+				require.Equal(t, [2][]int{lo, bhi}, [2][]int{p.Lo, p.Hi})
+			}
+			// write f(index) = index+1 through local access, read it back globally
+			if a.Dist().MultiBlock() {
+				_, _, err = a.Access()
+				require.ErrorIs(t, err, ErrUnsupportedDistribution, s.name)
+			}
+			for _, k := range a.OwnedBlocks(rt.Rank()) {
+				data, ld, err := a.AccessBlock(k)
+				require.NoError(t, err)
+				lo, bhi := a.Dist().BlockBounds(k)
+				st := make([]int, nd)
+				st[nd-1] = 1
+				for d := nd - 2; d >= 0; d-- {
+					st[d] = st[d+1] * ld[d]
+				}
+				eachIn(lo, bhi, func(sub []int, _ int) {
+					i := 0
+					for d := range sub {
+						i += (sub[d] - lo[d]) * st[d]
+					}
+					data[i] = int32(rowMajor(s.dims, sub) + 1)
+				})
+				a.Release()
+			}
+			seg, err := a.AccessBlockSegment()
+			require.NoError(t, err)
+			for _, v := range seg {
+				require.Positive(t, v, "%s: every stored element belongs to a block", s.name)
+			}
+			a.Release()
+			require.NoError(t, a.Sync(ctx))
+			want := make([]int32, n)
+			for i := range want {
+				want[i] = int32(i + 1)
+			}
+			require.Equal(t, want, getAll(ctx, t, a), s.name)
+			if others := a.OwnedBlocks((rt.Rank() + 1) % rt.Size()); rt.Size() > 1 && len(others) > 0 {
+				_, _, err := a.AccessBlock(others[0])
+				require.ErrorIs(t, err, ErrOutOfBounds, "%s: another rank's block", s.name)
+			}
+			require.NoError(t, a.Destroy(ctx))
+		}
+	})
+}
+
+// TestCyclicBadInput: bad distribution requests are refused at Create on every rank, an
+// out-of-range patch on a block-cyclic array changes nothing, and the calls GA does not define
+// on these distributions return ErrUnsupportedDistribution without touching the array.
+func TestCyclicBadInput(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		np := rt.Size()
+		for _, c := range []struct {
+			name string
+			opts []Option
+			err  error
+		}{
+			{"zero block", []Option{BlockCyclic(0, 2)}, ErrMap},
+			{"negative block", []Option{Tiled([]int{2, -3}, []int{np, 1})}, ErrMap},
+			{"block length", []Option{BlockCyclic(2)}, ErrShape},
+			{"grid not the ranks", []Option{BlockCyclicGrid([]int{2, 2}, []int{np + 1, 1})}, ErrMap},
+			{"grid entry 0", []Option{Tiled([]int{2, 2}, []int{0, np})}, ErrMap},
+			{"two layouts", []Option{BlockCyclic(2, 2), Tiled([]int{2, 2}, []int{np, 1})}, ErrMap},
+			{"cyclic and chunk", []Option{BlockCyclic(2, 2), Chunk(2, 2)}, ErrMap},
+			{"restricted duplicate", []Option{Restricted(0, 0)}, ErrMap},
+			{"restricted out of range", []Option{Restricted(np)}, ErrMap},
+			{"restricted negative", []Option{Restricted(-1)}, ErrMap},
+			{"restricted empty", []Option{Restricted()}, ErrMap},
+			{"restricted range", []Option{RestrictedRange(0, np)}, ErrMap},
+			{"ghosts on cyclic", []Option{BlockCyclic(2, 2), Ghosts(1, 1)}, ErrUnsupportedDistribution},
+			{"ghosts on restricted", []Option{Restricted(0), Ghosts(1, 1)}, ErrUnsupportedDistribution},
+		} {
+			_, err := Create[float64](ctx, rt, "bad", []int{6, 5}, c.opts...)
+			require.ErrorIs(t, err, c.err, c.name)
+		}
+		a, err := Create[float64](ctx, rt, "cyc", []int{6, 5}, BlockCyclic(4, 2))
+		require.NoError(t, err)
+		want := make([]float64, 30)
+		for i := range want {
+			want[i] = float64(i)
+		}
+		setAll(ctx, t, a, want)
+		buf := slices.Repeat([]float64{-1}, 30)
+		for _, p := range [][2][]int{{{0, 0}, {6, 4}}, {{-1, 0}, {2, 2}}, {{3, 1}, {2, 2}}, {{0, 0}, {1, 5}}} {
+			require.ErrorIs(t, a.Put(ctx, p[0], p[1], buf, nil), ErrOutOfBounds, "Put %v", p)
+			require.ErrorIs(t, a.Acc(ctx, p[0], p[1], buf, nil, 1), ErrOutOfBounds, "Acc %v", p)
+			_, err := a.NbPut(ctx, p[0], p[1], buf, nil)
+			require.ErrorIs(t, err, ErrOutOfBounds, "NbPut %v", p)
+			require.ErrorIs(t, a.FillPatch(ctx, p[0], p[1], 9), ErrOutOfBounds, "FillPatch %v", p)
+			require.ErrorIs(t, a.Get(ctx, p[0], p[1], buf, nil), ErrOutOfBounds, "Get %v", p)
+		}
+		require.ErrorIs(t, a.Scatter(ctx, [][]int{{1, 1}, {6, 0}}, []float64{5, 5}), ErrOutOfBounds)
+		require.Equal(t, slices.Repeat([]float64{-1}, 30), buf, "a refused Get wrote nothing")
+		require.ErrorIs(t, Symmetrize(ctx, a), ErrShape, "not square")
+		sq, err := Create[float64](ctx, rt, "sq", []int{5, 5}, BlockCyclic(2, 2))
+		require.NoError(t, err)
+		require.ErrorIs(t, Symmetrize(ctx, sq), ErrUnsupportedDistribution)
+		_, _, err = a.AccessBlock(a.TotalBlocks())
+		require.ErrorIs(t, err, ErrOutOfBounds, "no such block")
+		_, _, err = a.AccessBlockGrid([]int{0})
+		require.ErrorIs(t, err, ErrShape)
+		_, err = a.LocateBlock([]int{6, 0})
+		require.ErrorIs(t, err, ErrOutOfBounds)
+		require.NoError(t, a.Sync(ctx))
+		require.Equal(t, want, getAll(ctx, t, a), "nothing changed")
+		require.NoError(t, sq.Destroy(ctx))
+		require.NoError(t, a.Destroy(ctx))
+	})
+}

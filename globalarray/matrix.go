@@ -69,11 +69,11 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 	if err != nil {
 		return err
 	}
-	if err := a.oneBlock(call); err != nil {
-		return err
-	}
 	if m != n {
 		return fmt.Errorf("ga: %s %q: %d×%d is not square: %w", call, a.name, m, n, ErrShape)
+	}
+	if err := a.oneBlock(call); err != nil {
+		return err
 	}
 	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
