@@ -8,8 +8,12 @@
 //
 // Conventions are those of GA's C interface (NGA_*): indices are 0-based, arrays are row-major
 // (the last dimension is contiguous), and patches are [lo, hi] with hi inclusive. Blocks are
-// numbered row-major over the block grid and block k belongs to rank k; ranks at or beyond the
-// number of blocks own nothing.
+// numbered row-major over the block grid. In the blocked layout (Regular, Irregular) block k
+// belongs to rank k and ranks at or beyond the number of blocks own nothing; the block-cyclic
+// and tiled layouts (BlockCyclic, BlockCyclicGrid, Tiled, TiledIrregular: GA_Set_block_cyclic
+// and kin) deal many blocks to each rank, and Restrict maps the blocks' processes to a list of
+// ranks (GA_Set_restricted). A Cursor reports each block's owner and storage box, so one
+// strided descriptor per block addresses every layout.
 //
 // The package starts no goroutine, reads no clock and allocates only in constructors and in the
 // slice-returning conveniences (Block, LocateRegion); the per-operation path (CheckPatch,
