@@ -25,7 +25,9 @@ const gemmPanel = 256
 // Each rank computes the block of C it owns ("owner computes"): it fetches the rows of op(A)
 // and the columns of op(B) that block needs, a panel of the inner dimension at a time, the next
 // panel arriving (non-blocking Gets) while the current one is multiplied by gonum's BLAS. C
-// must not be A or B. Collective.
+// must not be A or B. On block-cyclic and tiled arrays (BlockCyclic, BlockCyclicGrid, Tiled)
+// each rank computes each of its blocks of C the same way, A and B fetched by patch Gets
+// (GA's SUMMA-style ScaLAPACK path is not reproduced). Collective.
 //
 // Errors: ErrShape (not matrices, shapes that do not multiply, C aliasing A or B, different
 // runtimes), ErrDestroyed (nothing changed); rma errors.

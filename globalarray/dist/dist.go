@@ -346,9 +346,17 @@ func (t *Dist) Offset(subscript []int) (rank, elem int, err error) {
 	if err != nil {
 		return -1, 0, err
 	}
+	s := 1
+	if t.layout == LayoutBlocked { // the offset within the one block of its process
+		for d := t.ndim - 1; d >= 0; d-- {
+			st, k := t.starts[d], kc[d]
+			elem += (subscript[d] - st[k]) * s
+			s *= st[k+1] - st[k]
+		}
+		return t.rankOf(kb), elem, nil
+	}
 	var slo, shi [MaxDims]int
 	base := t.place(&kc, kb, &slo, &shi)
-	s := 1
 	for d := t.ndim - 1; d >= 0; d-- {
 		elem += (subscript[d] - slo[d]) * s
 		s *= shi[d] - slo[d] + 1
