@@ -207,7 +207,64 @@ func TestCyclicCollectives(t *testing.T) {
 			}
 		}
 		cyclicGemm(ctx, t, rt)
+		cyclicMatrix(ctx, t, rt)
 	})
+}
+
+// matrixRun is what cyclicMatrix observes of one layout.
+type matrixRun struct {
+	a, b, v  []float64
+	n1, ninf float64
+	best     float64
+	bestAt   []int
+}
+
+// cyclicMatrix runs Transpose, the norms, AddDiagonal, GetDiagonal, AbsPatch, ElemPatch and
+// SelectElem on block-cyclic, ScaLAPACK and tiled arrays and requires the same results as on
+// regular arrays (which matrixOps, elemOps and selectElem check against serial models).
+func cyclicMatrix(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	const m, n = 5, 7
+	np := rt.Size()
+	var runs []matrixRun
+	for i, opts := range [][]Option{nil, {BlockCyclic(2, 3)}, {BlockCyclicGrid([]int{3, 2}, []int{1, np})}, {Tiled([]int{2, 2}, []int{np, 1})}} {
+		a, err := Create[float64](ctx, rt, "ma", []int{m, n}, opts...)
+		require.NoError(t, err)
+		b, err := Create[float64](ctx, rt, "mb", []int{n, m}, opts...)
+		require.NoError(t, err)
+		var vopts []Option // the vector: regular with the regular matrices, else block-cyclic
+		if i > 0 {
+			vopts = []Option{BlockCyclic(2)}
+		}
+		v, err := Create[float64](ctx, rt, "mv", []int{m}, vopts...)
+		require.NoError(t, err)
+		ma := make([]float64, m*n)
+		for k := range ma {
+			ma[k] = signed[float64](k)
+		}
+		setAll(ctx, t, a, ma)
+		setAll(ctx, t, v, []float64{10, 20, 30, 40, 50})
+		require.NoError(t, Transpose(ctx, a, b))
+		var r matrixRun
+		r.n1, err = Norm1(ctx, a)
+		require.NoError(t, err)
+		r.ninf, err = NormInfinity(ctx, a)
+		require.NoError(t, err)
+		require.NoError(t, AddDiagonal(ctx, b, v))
+		require.NoError(t, GetDiagonal(ctx, a, v))
+		require.NoError(t, a.AbsPatch(ctx, []int{1, 2}, []int{3, 5}))
+		require.NoError(t, ElemPatch(ctx, ElemMultiply, a, []int{1, 2}, []int{3, 5}, b, []int{0, 0}, []int{2, 3}, a, []int{1, 2}, []int{3, 5}))
+		r.best, r.bestAt, err = SelectElem(ctx, a, []int{0, 0}, []int{m - 1, n - 1}, true)
+		require.NoError(t, err)
+		r.a, r.b, r.v = getAll(ctx, t, a), getAll(ctx, t, b), getAll(ctx, t, v)
+		runs = append(runs, r)
+		require.NoError(t, a.Sync(ctx))
+		for _, x := range []*Array[float64]{a, b, v} {
+			require.NoError(t, x.Destroy(ctx))
+		}
+	}
+	for i, r := range runs[1:] {
+		require.Equal(t, runs[0], r, "layout %d", i+1)
+	}
 }
 
 // cyclicGemm multiplies a block-cyclic A (7×5) by a tiled B (5×6) into a ScaLAPACK-laid-out
