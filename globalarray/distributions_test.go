@@ -403,7 +403,47 @@ func TestCyclicLocate(t *testing.T) {
 			}
 			require.NoError(t, a.Destroy(ctx))
 		}
+		cyclicOnGroup(ctx, t, rt)
 	})
+}
+
+// cyclicOnGroup runs a block-cyclic, restricted array on each half of the ranks (OnGroup): the
+// blocks go to group ranks, the puts, gets and scatter-accumulates reach the right members, and
+// the two groups' arrays stay apart.
+func cyclicOnGroup(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+	pg, err := PgroupSplit(ctx, rt, min(2, rt.Size()))
+	require.NoError(t, err)
+	gn, gme := pg.Nnodes(), pg.NodeID()
+	ranks := []int{gn - 1} // the last member only, or the last two in reverse
+	if gn > 1 {
+		ranks = append(ranks, gn-2)
+	}
+	a, err := Create[int64](ctx, rt, "grp", []int{11}, OnGroup(pg), BlockCyclic(2), Restricted(ranks...))
+	require.NoError(t, err)
+	first, _ := pg.Absolute(0)
+	want := make([]int64, 11)
+	for i := range want {
+		want[i] = int64(100*first + i)
+		owner, err := a.Locate([]int{i})
+		require.NoError(t, err)
+		require.Equal(t, ranks[(i/2)%len(ranks)], owner, "element %d", i)
+	}
+	if gme == 0 {
+		require.NoError(t, a.Put(ctx, []int{0}, []int{10}, want, nil))
+	}
+	require.NoError(t, a.Sync(ctx))
+	require.Equal(t, want, getAll(ctx, t, a))
+	require.NoError(t, a.Sync(ctx))
+	ones := slices.Repeat([]int64{1}, 11)
+	require.NoError(t, a.ScatterAcc(ctx, subsOf([]int{11}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), ones, 1))
+	require.NoError(t, a.Sync(ctx))
+	for i := range want {
+		want[i] += int64(gn)
+	}
+	require.Equal(t, want, getAll(ctx, t, a))
+	require.NoError(t, a.Destroy(ctx))
+	require.NoError(t, pg.Destroy(ctx))
+	require.NoError(t, Sync(ctx, rt))
 }
 
 // TestCyclicBadInput: bad distribution requests are refused at Create on every rank, an
