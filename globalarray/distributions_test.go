@@ -38,8 +38,9 @@ func cyclicShapes(np int) []shape {
 	}
 }
 
-// nbRoundTrip checks NbPut, NbGet and NbAcc against a serial model: each rank in turn puts a
-// random patch, every rank gets random patches, then every rank accumulates into one patch.
+// nbRoundTrip checks NbPut, NbGet, NbAcc and PeriodicGet against a serial model: each rank in
+// turn puts a random patch, every rank gets random patches, then every rank accumulates into
+// one patch and reads a patch wrapping around the array's edges.
 func nbRoundTrip[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims []int, opts ...Option) {
 	a, err := Create[T](ctx, rt, "nb", dims, opts...)
 	require.NoError(t, err)
@@ -79,6 +80,22 @@ func nbRoundTrip[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dim
 	require.NoError(t, h.Wait(ctx))
 	require.NoError(t, a.Sync(ctx))
 	require.Equal(t, m.data, getAll(ctx, t, a), "after NbAcc")
+	// a patch wrapping around every dimension (NGA_Periodic_get)
+	plo, phi := make([]int, len(dims)), make([]int, len(dims))
+	cnt := 1
+	for d, e := range dims {
+		plo[d], phi[d] = e-1, e+1
+		cnt *= 3
+	}
+	pbuf := make([]T, cnt)
+	require.NoError(t, a.PeriodicGet(ctx, plo, phi, pbuf, nil))
+	eachIn(plo, phi, func(sub []int, k int) {
+		mi := 0
+		for d := range sub {
+			mi += wrap(sub[d], dims[d]) * m.stride[d]
+		}
+		require.Equal(t, m.data[mi], pbuf[k], "PeriodicGet at %v", sub)
+	})
 	require.NoError(t, a.Destroy(ctx))
 }
 
