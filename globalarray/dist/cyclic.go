@@ -287,7 +287,7 @@ func (t *Dist) place(kc *[MaxDims]int, kb int, slo, shi *[MaxDims]int) (base int
 	case LayoutScaLAPACK:
 		for d := 0; d < t.ndim; d++ {
 			k, p := kc[d], t.pgrid[d]
-			slo[d] -= (k / p) * t.starts[d][min(1, t.grid[d])] // blocks before it on its process, all of full size
+			slo[d] -= (k / p) * t.starts[d][1] // the blocks before it on its process, all of full size
 			shi[d] = slo[d] + t.lext[d][k%p] - 1
 		}
 		return 0
