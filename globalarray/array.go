@@ -33,9 +33,10 @@ type Array[T Elem] struct {
 	local []T   // this rank's block from its first interior element, row-major with leading dimensions ld (a view of seg.Local())
 	lo    []int // this rank's block bounds (0 / -1 when it owns nothing)
 	hi    []int
-	ld    []int // leading dimensions of the local storage, len ndim-1 (ghost cells included)
-	gw    []int // ghost cell widths per dimension (nil: no ghost cells)
-	raw   []T   // the whole local storage, ghost cells included (== local without ghosts)
+	ld    []int       // leading dimensions of the local storage, len ndim-1 (ghost cells included)
+	gw    []int       // ghost cell widths per dimension (nil: no ghost cells)
+	raw   []T         // the whole local storage, ghost cells included (== local without ghosts)
+	parts []*Array[T] // this rank's blocks as views (blockcyclic.go); {a} with one block per rank
 
 	destroyed atomic.Bool
 	accessed  atomic.Int32 // outstanding Access without Release
@@ -49,6 +50,7 @@ type options struct {
 	irreg  [][]int
 	ghosts []int
 	pg     *Pgroup
+	layout layoutOptions // block-cyclic, tiled, restricted (blockcyclic.go)
 }
 
 // Chunk asks for blocks of at least chunk[d] elements along dimension d (NGA_Create's chunk
@@ -97,17 +99,7 @@ func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []in
 	if err := pg.member(); err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err) // not collective for a non-member
 	}
-	var d *dist.Dist
-	var err error
-	if o.irreg != nil {
-		if o.chunk != nil {
-			err = fmt.Errorf("%w: Chunk and Irregular together", dist.ErrMap)
-		} else {
-			d, err = dist.Irregular(dims, pg.Nnodes(), o.irreg)
-		}
-	} else {
-		d, err = dist.Regular(dims, pg.Nnodes(), o.chunk)
-	}
+	d, err := o.distribution(dims, pg.Nnodes())
 	if err == nil && o.ghosts != nil {
 		err = checkGhosts(dims, o.ghosts)
 	}
@@ -147,6 +139,9 @@ func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, 
 			}
 		}
 	}
+	if d.MultiBlock() {
+		elems = d.LocalElems(me)
+	}
 	seg, err := pg.malloc(ctx, elems*a.es)
 	if err != nil {
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
@@ -161,6 +156,7 @@ func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, 
 		}
 		a.local = a.raw[off:]
 	}
+	a.parts = a.blockViews()
 	return a, nil
 }
 
@@ -187,6 +183,10 @@ func argHash(typ rma.AccType, dims []int, d *dist.Dist, ghosts []int) int64 {
 			for _, v := range s {
 				put(v)
 			}
+		}
+		put(-int(d.Layout()) - 2)
+		for _, v := range append(d.ProcessGrid(), d.Ranks()...) {
+			put(v)
 		}
 	}
 	return int64(f.Sum64() >> 2)
@@ -267,8 +267,14 @@ func (a *Array[T]) Dist() *dist.Dist { return a.d }
 // Distribution returns the inclusive bounds of rank's block (NGA_Distribution); a rank that
 // owns nothing gets lo all 0 and hi all -1, as in GA. On an array of a process group (OnGroup)
 // rank is a group rank, as the ranks Locate and LocateRegion report (Pgroup.Absolute maps them
-// to ranks of the runtime).
-func (a *Array[T]) Distribution(rank int) (lo, hi []int) { return a.d.Block(rank) }
+// to ranks of the runtime). On a block-cyclic or tiled array, as in GA, the argument is a block
+// index in [0, TotalBlocks) instead (OwnedBlocks lists a rank's).
+func (a *Array[T]) Distribution(rank int) (lo, hi []int) {
+	if a.d.MultiBlock() {
+		return a.d.BlockBounds(rank)
+	}
+	return a.d.Block(rank)
+}
 
 // Locate returns the rank that owns the element at subscript (NGA_Locate; a group rank on an
 // array of a process group).
@@ -303,10 +309,14 @@ func (a *Array[T]) LocateRegion(lo, hi []int) ([]Block, error) {
 // nothing gets an empty slice. Writes to data are seen by other ranks after a Sync; call
 // Release when done.
 //
-// Errors: ErrDestroyed.
+// Errors: ErrDestroyed; ErrUnsupportedDistribution on a block-cyclic or tiled array (use
+// AccessBlock).
 func (a *Array[T]) Access() (data []T, ld []int, err error) {
 	if a.destroyed.Load() {
 		return nil, nil, fmt.Errorf("ga: NGA_Access %q: %w", a.name, ErrDestroyed)
+	}
+	if err := a.oneBlock("NGA_Access"); err != nil {
+		return nil, nil, err
 	}
 	a.accessed.Add(1)
 	return a.local, append([]int(nil), a.ld...), nil

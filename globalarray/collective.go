@@ -92,12 +92,13 @@ func (a *Array[T]) sameShape(call string, b *Array[T]) error {
 	return nil
 }
 
-// alignedTo returns the elements of a that correspond to like's local block, packed row-major
-// with like's block shape: a's own local block when both have the same distribution (a copy
-// when a has ghost cells), else a copy fetched with Get (like's block lies inside a's bounds,
-// as the shapes are equal).
+// alignedTo returns the elements of a that correspond to like's local storage, laid out as it
+// (like's block packed row-major; all of a block-cyclic or tiled rank's blocks in storage
+// order): a's own local storage when both have the same distribution (a copy when a has ghost
+// cells), else a copy fetched with Get, one per block of like (like's blocks lie inside a's
+// bounds, as the shapes are equal).
 func (a *Array[T]) alignedTo(ctx context.Context, like *Array[T]) ([]T, error) {
-	n := like.d.BlockElems(like.me)
+	n := like.d.LocalElems(like.me)
 	if n == 0 {
 		return nil, nil
 	}
@@ -105,10 +106,10 @@ func (a *Array[T]) alignedTo(ctx context.Context, like *Array[T]) ([]T, error) {
 		return a.packedLocal(), nil
 	}
 	buf := make([]T, n)
-	if err := a.Get(ctx, like.lo, like.hi, buf, nil); err != nil {
-		return nil, err
+	if !like.d.MultiBlock() {
+		return buf, a.Get(ctx, like.lo, like.hi, buf, nil)
 	}
-	return buf, nil
+	return buf, a.getInto(ctx, like, buf)
 }
 
 // Copy copies every element of a into dst (GA_Copy(g_a, g_b)); the arrays must have the same

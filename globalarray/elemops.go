@@ -36,9 +36,9 @@ func (a *Array[T]) AbsPatch(ctx context.Context, lo, hi []int) error {
 	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
 		return err
 	}
-	return a.patchOp(ctx, call, lo, hi, func(olo, ohi []int) error {
-		idx := a.ownedIndexes(olo, ohi)
-		switch s := any(a.local).(type) {
+	return a.patchOp(ctx, call, lo, hi, func(v *Array[T], olo, ohi []int) error {
+		idx := v.ownedIndexes(olo, ohi)
+		switch s := any(v.local).(type) {
 		case []int32:
 			absReal(s, idx)
 		case []int64:
@@ -103,9 +103,9 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 	if (op == ElemMaximum || op == ElemMinimum) && c != nil && isComplex(c.typ) {
 		return fmt.Errorf("ga: %s of %v elements: %w", call, c.typ, ErrType)
 	}
-	return ternary(ctx, call, a, alo, ahi, b, blo, bhi, c, clo, chi, func(olo, ohi []int, av, bv []T) error {
-		idx := c.ownedIndexes(olo, ohi)
-		switch s := any(c.local).(type) {
+	return ternary(ctx, call, a, alo, ahi, b, blo, bhi, c, clo, chi, func(v *Array[T], olo, ohi []int, av, bv []T) error {
+		idx := v.ownedIndexes(olo, ohi)
+		switch s := any(v.local).(type) {
 		case []int32:
 			return elemInt(op, s, idx, any(av).([]int32), any(bv).([]int32))
 		case []int64:
@@ -117,9 +117,9 @@ func ElemPatch[T Elem](ctx context.Context, op ElemOp, a *Array[T], alo, ahi []i
 		default: // complex: multiply or divide
 			for k, i := range idx {
 				if op == ElemMultiply {
-					c.local[i] = av[k] * bv[k]
+					v.local[i] = av[k] * bv[k]
 				} else {
-					c.local[i] = av[k] / bv[k]
+					v.local[i] = av[k] / bv[k]
 				}
 			}
 		}
@@ -178,10 +178,14 @@ func SelectElem[T ordered](ctx context.Context, a *Array[T], lo, hi []int, max b
 	dims := a.d.Dims()
 	pos := math.MaxInt64
 	found := false
-	if olo, ohi, ok := a.owned(lo, hi); ok {
+	for _, part := range a.parts {
+		olo, ohi, ok := part.owned(lo, hi)
+		if !ok {
+			continue
+		}
 		sub := append([]int(nil), olo...)
-		a.eachOwned(olo, ohi, func(i, _ int) {
-			v := a.local[i]
+		part.eachOwned(olo, ohi, func(i, _ int) {
+			v := part.local[i]
 			p := 0
 			for d := 0; d < n; d++ {
 				p = p*dims[d] + sub[d]

@@ -27,4 +27,8 @@ var (
 	ErrMismatch = errors.New("ga: ranks disagree on a collective call")
 	// ErrDivideByZero: an integer element-wise division by 0 (ElemPatch with ElemDivide).
 	ErrDivideByZero = errors.New("ga: integer division by zero")
+	// ErrUnsupportedDistribution: an operation GA does not define on the array's distribution
+	// (ghost cells on block-cyclic, tiled or restricted arrays; Access, whose one box a
+	// block-cyclic or tiled array does not have; Symmetrize on those).
+	ErrUnsupportedDistribution = errors.New("ga: operation not supported on this distribution")
 )

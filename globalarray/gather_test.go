@@ -43,8 +43,8 @@ func acrossJobs(t *testing.T, body func(ctx context.Context, t testing.TB, rt *r
 // rank scatters to the elements it is assigned (index mod np), every rank gathers a random
 // sample (with repeats) of the whole array, and every rank scatter-accumulates into a random
 // sample with repeats, each repeat adding again.
-func gatherScatter[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims []int) {
-	a, err := Create[T](ctx, rt, "gs", dims)
+func gatherScatter[T Elem](ctx context.Context, t testing.TB, rt *rma.Runtime, dims []int, opts ...Option) {
+	a, err := Create[T](ctx, rt, "gs", dims, opts...)
 	require.NoError(t, err)
 	me, np := rt.Rank(), rt.Size()
 	n := 1

@@ -25,7 +25,9 @@ const gemmPanel = 256
 // Each rank computes the block of C it owns ("owner computes"): it fetches the rows of op(A)
 // and the columns of op(B) that block needs, a panel of the inner dimension at a time, the next
 // panel arriving (non-blocking Gets) while the current one is multiplied by gonum's BLAS. C
-// must not be A or B. Collective.
+// must not be A or B. On block-cyclic and tiled arrays (BlockCyclic, BlockCyclicGrid, Tiled)
+// each rank computes each of its blocks of C the same way, A and B fetched by patch Gets
+// (GA's SUMMA-style ScaLAPACK path is not reproduced). Collective.
 //
 // Errors: ErrShape (not matrices, shapes that do not multiply, C aliasing A or B, different
 // runtimes), ErrDestroyed (nothing changed); rma errors.
@@ -60,12 +62,12 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 		return fmt.Errorf("ga: %s: arrays of different runtimes or process groups: %w", call, ErrShape)
 	}
 	k := ak
-	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(olo, ohi []int) error {
+	return c.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(v *Array[T], olo, ohi []int) error {
 		rows, cols := ohi[0]-olo[0]+1, ohi[1]-olo[1]+1
 		if rows == m && cols == n && a.ownsWhole() && b.ownsWhole() {
 			// this rank holds all three matrices (one rank, or one owner of everything): one
 			// product straight on the stored blocks, no panel copies
-			gemmLocal(transA, transB, alpha, a.local[:ar*ac], b.local[:br*bc], beta, c.local, c.ld[0], rows, cols, k)
+			gemmLocal(transA, transB, alpha, a.local[:ar*ac], b.local[:br*bc], beta, v.local, v.ld[0], rows, cols, k)
 			return nil
 		}
 		var abuf, bbuf [2][]T
@@ -111,7 +113,7 @@ func Gemm[T Floating](ctx context.Context, transA, transB bool, alpha T, a, b *A
 					return errors.Join(err, wait(hs))
 				}
 			}
-			gemmLocal(transA, transB, alpha, abuf[slot][:rows*cw], bbuf[slot][:cw*cols], scale, c.local, c.ld[0], rows, cols, cw)
+			gemmLocal(transA, transB, alpha, abuf[slot][:rows*cw], bbuf[slot][:cw*cols], scale, v.local, v.ld[0], rows, cols, cw)
 			scale = 1
 		}
 		return nil

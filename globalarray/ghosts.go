@@ -90,7 +90,7 @@ func (a *Array[T]) offset(sub []int) (rank, elem int, err error) {
 // block proper, in row-major order, with the row-major index k of its first element within the
 // block; without ghost cells the whole block is one row.
 func (a *Array[T]) interior(fn func(row []T, k int)) {
-	count := a.d.BlockElems(a.me)
+	count := a.d.LocalElems(a.me) // all of a multi-block rank's storage: no ghost cells there
 	if count == 0 {
 		return
 	}
@@ -115,7 +115,7 @@ func (a *Array[T]) rowStarts() []int {
 // without ghost cells, else a copy.
 func (a *Array[T]) packedLocal() []T {
 	if !a.ghosted() {
-		return a.local[:a.d.BlockElems(a.me)]
+		return a.local[:a.d.LocalElems(a.me)]
 	}
 	out := make([]T, a.d.BlockElems(a.me))
 	a.interior(func(row []T, k int) { copy(out[k:], row) })

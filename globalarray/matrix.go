@@ -47,13 +47,13 @@ func Transpose[T Elem](ctx context.Context, a, b *Array[T]) error {
 	if am != bn || an != bm || !a.pg.same(b.pg) {
 		return fmt.Errorf("ga: %s: %q is %d×%d, %q is %d×%d: %w", call, a.name, am, an, b.name, bm, bn, ErrShape)
 	}
-	return b.patchOp(ctx, call, []int{0, 0}, []int{bm - 1, bn - 1}, func(olo, ohi []int) error {
+	return b.patchOp(ctx, call, []int{0, 0}, []int{bm - 1, bn - 1}, func(v *Array[T], olo, ohi []int) error {
 		rows, cols := ohi[0]-olo[0]+1, ohi[1]-olo[1]+1
 		src := make([]T, rows*cols) // a's patch, cols × rows
 		if err := a.Get(ctx, []int{olo[1], olo[0]}, []int{ohi[1], ohi[0]}, src, nil); err != nil {
 			return err
 		}
-		b.eachOwned(olo, ohi, func(i, k int) { b.local[i] = src[(k%cols)*rows+k/cols] })
+		v.eachOwned(olo, ohi, func(i, k int) { v.local[i] = src[(k%cols)*rows+k/cols] })
 		return nil
 	})
 }
@@ -61,7 +61,8 @@ func Transpose[T Elem](ctx context.Context, a, b *Array[T]) error {
 // Symmetrize replaces the square matrix a by (a + aᵀ)/2 (GA_Symmetrize; integer elements
 // divide with truncation). Collective.
 //
-// Errors: ErrShape (not a square matrix), ErrDestroyed; rma errors.
+// Errors: ErrShape (not a square matrix), ErrDestroyed, ErrUnsupportedDistribution (a
+// block-cyclic or tiled array): nothing changed; rma errors.
 func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 	const call = "GA_Symmetrize"
 	m, n, err := a.matrix(call)
@@ -70,6 +71,9 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 	}
 	if m != n {
 		return fmt.Errorf("ga: %s %q: %d×%d is not square: %w", call, a.name, m, n, ErrShape)
+	}
+	if err := a.oneBlock(call); err != nil {
+		return err
 	}
 	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s: %w", call, err)
@@ -100,9 +104,10 @@ func Symmetrize[T Elem](ctx context.Context, a *Array[T]) error {
 	return nil
 }
 
-// diagonal runs fn on every diagonal element a[i][i] this rank owns, with its index in a.local
-// and the matching element of the 1-dimensional v (fetched with Get).
-func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(i int, x *T)) error {
+// diagonal runs fn on every diagonal element a[i][i] this rank owns, with the block view
+// holding it and its index in the view's local, and the matching element of the 1-dimensional
+// v (fetched with Get).
+func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(p *Array[T], i int, x *T)) error {
 	m, n, err := a.matrix(call)
 	if err != nil {
 		return err
@@ -113,7 +118,7 @@ func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(
 	if err := v.alive(call); err != nil {
 		return err
 	}
-	return a.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(olo, ohi []int) error {
+	return a.patchOp(ctx, call, []int{0, 0}, []int{m - 1, n - 1}, func(p *Array[T], olo, ohi []int) error {
 		lo, hi := max(olo[0], olo[1]), min(ohi[0], ohi[1])
 		if lo > hi {
 			return nil // my block holds no diagonal element
@@ -123,8 +128,8 @@ func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(
 			return err
 		}
 		for d := lo; d <= hi; d++ {
-			i := (d-a.lo[0])*a.ld[0] + (d - a.lo[1])
-			fn(i, &vals[d-lo])
+			i := (d-p.lo[0])*p.ld[0] + (d - p.lo[1])
+			fn(p, i, &vals[d-lo])
 		}
 		return nil
 	})
@@ -135,14 +140,14 @@ func diagonal[T Elem](ctx context.Context, call string, a, v *Array[T], fn func(
 //
 // Errors: ErrShape, ErrDestroyed (nothing changed); rma errors.
 func SetDiagonal[T Elem](ctx context.Context, a, v *Array[T]) error {
-	return diagonal(ctx, "GA_Set_diagonal", a, v, func(i int, x *T) { a.local[i] = *x })
+	return diagonal(ctx, "GA_Set_diagonal", a, v, func(p *Array[T], i int, x *T) { p.local[i] = *x })
 }
 
 // AddDiagonal adds v[i] to a[i][i] (GA_Add_diagonal). Collective.
 //
 // Errors: as SetDiagonal.
 func AddDiagonal[T Elem](ctx context.Context, a, v *Array[T]) error {
-	return diagonal(ctx, "GA_Add_diagonal", a, v, func(i int, x *T) { a.local[i] += *x })
+	return diagonal(ctx, "GA_Add_diagonal", a, v, func(p *Array[T], i int, x *T) { p.local[i] += *x })
 }
 
 // GetDiagonal copies a's diagonal into v: v[i] = a[i][i] (GA_Get_diag). Collective.
@@ -157,13 +162,13 @@ func GetDiagonal[T Elem](ctx context.Context, a, v *Array[T]) error {
 	if v == nil || v.d.NDim() != 1 || v.d.Dims()[0] != min(m, n) || !v.pg.same(a.pg) {
 		return fmt.Errorf("ga: %s: the vector must have min(%d, %d) elements on the same runtime: %w", call, m, n, ErrShape)
 	}
-	return v.patchOp(ctx, call, []int{0}, []int{min(m, n) - 1}, func(olo, ohi []int) error {
+	return v.patchOp(ctx, call, []int{0}, []int{min(m, n) - 1}, func(p *Array[T], olo, ohi []int) error {
 		for d := olo[0]; d <= ohi[0]; d++ {
 			var x [1]T
 			if err := a.Get(ctx, []int{d, d}, []int{d, d}, x[:], nil); err != nil {
 				return err
 			}
-			v.local[d-v.lo[0]] = x[0]
+			p.local[d-p.lo[0]] = x[0]
 		}
 		return nil
 	})
@@ -200,10 +205,14 @@ func norm[T Elem](ctx context.Context, call string, a *Array[T], along int) (flo
 	if err := a.pg.barrier(ctx); err != nil {
 		return 0, fmt.Errorf("ga: %s: %w", call, err)
 	}
-	if olo, ohi, ok := a.owned([]int{0, 0}, []int{m - 1, n - 1}); ok {
+	for _, p := range a.parts {
+		olo, ohi, ok := p.owned([]int{0, 0}, []int{m - 1, n - 1})
+		if !ok {
+			continue
+		}
 		cols := ohi[1] - olo[1] + 1
-		mag := magnitudes(a.local)
-		a.eachOwned(olo, ohi, func(i, k int) {
+		mag := magnitudes(p.local)
+		p.eachOwned(olo, ohi, func(i, k int) {
 			r, c := olo[0]+k/cols, olo[1]+k%cols
 			sums[[]int{c, r}[along]] += mag(i)
 		})

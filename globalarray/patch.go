@@ -144,9 +144,7 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 	var s dist.Strided
 	if block && c.Count() == 1 {
 		c.Next()
-		var slo, shi [dist.MaxDims]int
-		bl, bh := a.storage(c.BlockLo(), c.BlockHi(), &slo, &shi)
-		dist.Describe(bl, bh, c.Lo(), c.Hi(), lo, bs[:n], a.es, &s)
+		a.describe(&c, lo, bs[:n], &s)
 		if _, err := a.issue(ctx, o, &s, c.Rank, bytes, scale, true); err != nil {
 			return nil, fmt.Errorf("ga: %s %q: %w", name, a.name, err)
 		}
@@ -178,10 +176,8 @@ func (a *Array[T]) patch(ctx context.Context, o op, lo, hi []int, buf []T, ld []
 // rma does), and returns the error.
 func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []int, buf []byte, scale complex128, hs []*rma.Handle) ([]*rma.Handle, error) {
 	var s dist.Strided
-	var slo, shi [dist.MaxDims]int
 	for c.Next() {
-		bl, bh := a.storage(c.BlockLo(), c.BlockHi(), &slo, &shi)
-		dist.Describe(bl, bh, c.Lo(), c.Hi(), lo, bs, a.es, &s)
+		a.describe(c, lo, bs, &s)
 		x, err := a.issue(ctx, o, &s, c.Rank, buf, scale, false)
 		if err != nil {
 			_ = waitAll(context.WithoutCancel(ctx), hs)
@@ -192,6 +188,15 @@ func (a *Array[T]) issueAll(ctx context.Context, o op, c *dist.Cursor, lo, bs []
 		}
 	}
 	return hs, nil
+}
+
+// describe fills s with the transfer of the cursor's current part of the patch starting at lo
+// (buffer strides bs): against the block's storage box (ghost cells included), from its base.
+func (a *Array[T]) describe(c *dist.Cursor, lo, bs []int, s *dist.Strided) {
+	var slo, shi [dist.MaxDims]int
+	bl, bh := a.storage(c.StoreLo(), c.StoreHi(), &slo, &shi)
+	dist.Describe(bl, bh, c.Lo(), c.Hi(), lo, bs, a.es, s)
+	s.RemoteOff += c.Base * a.es
 }
 
 // issue starts one owner's part of a patch transfer: one rma.Transfer of the descriptor

@@ -113,14 +113,18 @@ func (src *Array[T]) source(ctx context.Context, slo []int, dlo, olo, ohi []int)
 }
 
 // patchOp runs fn on this rank's part of dst's patch [lo, hi] between two barriers (the
-// collective frame of every patch operation); fn's error is returned after the second barrier.
-func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn func(olo, ohi []int) error) error {
+// collective frame of every patch operation), once per block of this rank the patch meets, with
+// v the block's view (a itself when the rank holds one block; see parts); fn's error is returned
+// after the second barrier.
+func (a *Array[T]) patchOp(ctx context.Context, call string, lo, hi []int, fn func(v *Array[T], olo, ohi []int) error) error {
 	if err := a.pg.barrier(ctx); err != nil {
 		return fmt.Errorf("ga: %s %q: %w", call, a.name, err)
 	}
 	var ferr error
-	if olo, ohi, ok := a.owned(lo, hi); ok {
-		ferr = fn(olo, ohi)
+	for _, v := range a.parts {
+		if olo, ohi, ok := v.owned(lo, hi); ok && ferr == nil {
+			ferr = fn(v, olo, ohi)
+		}
 	}
 	// the closing barrier even after fn failed: the call stays collective on every rank
 	if err := a.pg.barrier(ctx); err != nil && ferr == nil {
@@ -156,8 +160,8 @@ func (a *Array[T]) inPlace(ctx context.Context, call string, lo, hi []int, f fun
 	if err := a.checkPatchOf(call, lo, hi, nil, nil); err != nil {
 		return err
 	}
-	return a.patchOp(ctx, call, lo, hi, func(olo, ohi []int) error {
-		a.eachOwned(olo, ohi, func(i, _ int) { a.local[i] = f(a.local[i]) })
+	return a.patchOp(ctx, call, lo, hi, func(v *Array[T], olo, ohi []int) error {
+		v.eachOwned(olo, ohi, func(i, _ int) { v.local[i] = f(v.local[i]) })
 		return nil
 	})
 }
@@ -200,12 +204,12 @@ func CopyPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Arra
 	if !a.pg.same(b.pg) {
 		return fmt.Errorf("ga: %s: %q and %q live on different runtimes or process groups: %w", call, a.name, b.name, ErrShape)
 	}
-	return b.patchOp(ctx, call, blo, bhi, func(olo, ohi []int) error {
+	return b.patchOp(ctx, call, blo, bhi, func(v *Array[T], olo, ohi []int) error {
 		src, err := a.source(ctx, alo, blo, olo, ohi)
 		if err != nil {
 			return err
 		}
-		b.eachOwned(olo, ohi, func(i, k int) { b.local[i] = src[k] })
+		v.eachOwned(olo, ohi, func(i, k int) { v.local[i] = src[k] })
 		return nil
 	})
 }
@@ -216,8 +220,8 @@ func CopyPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Arra
 //
 // Errors: as CopyPatch.
 func AddPatch[T Elem](ctx context.Context, alpha T, a *Array[T], alo, ahi []int, beta T, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int) error {
-	return ternary(ctx, "NGA_Add_patch", a, alo, ahi, b, blo, bhi, c, clo, chi, func(olo, ohi []int, av, bv []T) error {
-		c.eachOwned(olo, ohi, func(i, k int) { c.local[i] = alpha*av[k] + beta*bv[k] })
+	return ternary(ctx, "NGA_Add_patch", a, alo, ahi, b, blo, bhi, c, clo, chi, func(v *Array[T], olo, ohi []int, av, bv []T) error {
+		v.eachOwned(olo, ohi, func(i, k int) { v.local[i] = alpha*av[k] + beta*bv[k] })
 		return nil
 	})
 }
@@ -226,11 +230,11 @@ func AddPatch[T Elem](ctx context.Context, alpha T, a *Array[T], alo, ahi []int,
 // fetches the source elements that meet its part [olo, ohi] of c's patch, row-major with the
 // part's shape, and fn stores the results into c's block.
 func ternary[T Elem](ctx context.Context, call string, a *Array[T], alo, ahi []int, b *Array[T], blo, bhi []int, c *Array[T], clo, chi []int,
-	fn func(olo, ohi []int, av, bv []T) error) error {
+	fn func(v *Array[T], olo, ohi []int, av, bv []T) error) error {
 	if err := checkTernary(call, a, alo, ahi, b, blo, bhi, c, clo, chi); err != nil {
 		return err
 	}
-	return c.patchOp(ctx, call, clo, chi, func(olo, ohi []int) error {
+	return c.patchOp(ctx, call, clo, chi, func(v *Array[T], olo, ohi []int) error {
 		av, err := a.source(ctx, alo, clo, olo, ohi)
 		if err != nil {
 			return err
@@ -239,7 +243,7 @@ func ternary[T Elem](ctx context.Context, call string, a *Array[T], alo, ahi []i
 		if err != nil {
 			return err
 		}
-		return fn(olo, ohi, av, bv)
+		return fn(v, olo, ohi, av, bv)
 	})
 }
 
@@ -265,10 +269,12 @@ func DotPatch[T Elem](ctx context.Context, a *Array[T], alo, ahi []int, b *Array
 		return sum, fmt.Errorf("ga: %s: %w", call, err)
 	}
 	var serr error
-	if olo, ohi, ok := a.owned(alo, ahi); ok {
-		var bv []T
-		if bv, serr = b.source(ctx, blo, alo, olo, ohi); serr == nil {
-			a.eachOwned(olo, ohi, func(i, k int) { sum += a.local[i] * bv[k] })
+	for _, v := range a.parts {
+		if olo, ohi, ok := v.owned(alo, ahi); ok && serr == nil {
+			var bv []T
+			if bv, serr = b.source(ctx, blo, alo, olo, ohi); serr == nil {
+				v.eachOwned(olo, ohi, func(i, k int) { sum += v.local[i] * bv[k] })
+			}
 		}
 	}
 	v := []T{sum}

@@ -8,8 +8,12 @@
 //
 // Conventions are those of GA's C interface (NGA_*): indices are 0-based, arrays are row-major
 // (the last dimension is contiguous), and patches are [lo, hi] with hi inclusive. Blocks are
-// numbered row-major over the block grid and block k belongs to rank k; ranks at or beyond the
-// number of blocks own nothing.
+// numbered row-major over the block grid. In the blocked layout (Regular, Irregular) block k
+// belongs to rank k and ranks at or beyond the number of blocks own nothing; the block-cyclic
+// and tiled layouts (BlockCyclic, BlockCyclicGrid, Tiled, TiledIrregular: GA_Set_block_cyclic
+// and kin) deal many blocks to each rank, and Restrict maps the blocks' processes to a list of
+// ranks (GA_Set_restricted). A Cursor reports each block's owner and storage box, so one
+// strided descriptor per block addresses every layout.
 //
 // The package starts no goroutine, reads no clock and allocates only in constructors and in the
 // slice-returning conveniences (Block, LocateRegion); the per-operation path (CheckPatch,
@@ -21,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -49,13 +54,17 @@ const maxElems = math.MaxInt / 32
 // along each dimension at the block start indices. It is immutable and safe for concurrent use.
 type Dist struct {
 	ndim    int
-	nproc   int
+	nproc   int // ranks of the array's group (restricted arrays: all of them, owners or not)
+	vproc   int // array processes: the ranks blocks are dealt to (len(ranks) when restricted)
 	nblocks int
+	layout  Layout
 	dims    [MaxDims]int
 	grid    [MaxDims]int // blocks along each dimension
 	gstride [MaxDims]int // row-major strides of the block grid, in blocks
 	// starts[d] holds grid[d]+1 entries: block k along d covers [starts[d][k], starts[d][k+1]).
 	starts [MaxDims][]int
+
+	cyclic // block-cyclic and tiled layouts, restriction (cyclic.go)
 }
 
 // Regular returns GA's regular block distribution of an array with the given extents over nproc
@@ -103,7 +112,7 @@ func Regular(dims []int, nproc int, chunk []int) (*Dist, error) {
 		s[g] = dims[d]
 		starts[d] = s
 	}
-	return build(dims, nproc, starts[:n])
+	return build(dims, nproc, starts[:n], LayoutBlocked)
 }
 
 // Irregular returns the distribution given by per-dimension block start indices, GA's
@@ -121,6 +130,16 @@ func Irregular(dims []int, nproc int, starts [][]int) (*Dist, error) {
 	if nproc < 1 {
 		return nil, fmt.Errorf("%w: %d ranks", ErrMap, nproc)
 	}
+	full, err := fullMap(dims, starts, nproc)
+	if err != nil {
+		return nil, err
+	}
+	return build(dims, nproc, full, LayoutBlocked)
+}
+
+// fullMap validates per-dimension block start indices (see Irregular) for at most maxBlocks
+// blocks and returns them completed by the extents (grid[d]+1 entries each).
+func fullMap(dims []int, starts [][]int, maxBlocks int) ([][]int, error) {
 	if len(starts) != len(dims) {
 		return nil, fmt.Errorf("%w: map has %d dimensions, array %d", ErrShape, len(starts), len(dims))
 	}
@@ -138,8 +157,8 @@ func Irregular(dims []int, nproc int, starts [][]int) (*Dist, error) {
 				return nil, fmt.Errorf("%w: dimension %d: block start %d = %d after %d (extent %d)", ErrMap, d, k, s[k], s[k-1], dims[d])
 			}
 		}
-		if len(s) > nproc || nb > nproc/len(s) {
-			return nil, fmt.Errorf("%w: more blocks than %d ranks", ErrMap, nproc)
+		if len(s) > maxBlocks || nb > maxBlocks/len(s) {
+			return nil, fmt.Errorf("%w: more than %d blocks", ErrMap, maxBlocks)
 		}
 		nb *= len(s)
 		f := make([]int, len(s)+1)
@@ -147,7 +166,7 @@ func Irregular(dims []int, nproc int, starts [][]int) (*Dist, error) {
 		f[len(s)] = dims[d]
 		full[d] = f
 	}
-	return build(dims, nproc, full)
+	return full, nil
 }
 
 func checkDims(dims []int) error {
@@ -168,18 +187,19 @@ func checkDims(dims []int) error {
 }
 
 // build assembles a Dist from validated extents and full start tables (grid[d]+1 entries).
-func build(dims []int, nproc int, starts [][]int) (*Dist, error) {
+func build(dims []int, nproc int, starts [][]int, layout Layout) (*Dist, error) {
 	n := len(dims)
-	t := &Dist{ndim: n, nproc: nproc, nblocks: 1}
+	t := &Dist{ndim: n, nproc: nproc, vproc: nproc, nblocks: 1}
 	for d := 0; d < n; d++ {
 		t.dims[d] = dims[d]
 		t.grid[d] = len(starts[d]) - 1
 		t.starts[d] = starts[d]
 		t.nblocks *= t.grid[d]
 	}
-	if t.nblocks > nproc {
+	if t.nblocks > nproc && layout == LayoutBlocked {
 		return nil, fmt.Errorf("%w: %d blocks for %d ranks", ErrMap, t.nblocks, nproc)
 	}
+	t.layout = layout
 	s := 1
 	for d := n - 1; d >= 0; d-- {
 		t.gstride[d] = s
@@ -194,7 +214,9 @@ func (t *Dist) NDim() int { return t.ndim }
 // NProc is the number of ranks the array is distributed over.
 func (t *Dist) NProc() int { return t.nproc }
 
-// NBlocks is the number of non-empty blocks; ranks [0, NBlocks) own one each.
+// NBlocks is the number of blocks (GA_Total_blocks). With one block per rank (LayoutBlocked),
+// ranks [0, NBlocks) own one each (the ranks of the restricted list in its order, when
+// restricted).
 func (t *Dist) NBlocks() int { return t.nblocks }
 
 // Dims returns a copy of the extents (NGA_Inquire's dims).
@@ -221,7 +243,8 @@ func (t *Dist) Equal(u *Dist) bool {
 	if t == u {
 		return true
 	}
-	if t == nil || u == nil || t.ndim != u.ndim || t.nproc != u.nproc || t.dims != u.dims || t.grid != u.grid {
+	if t == nil || u == nil || t.ndim != u.ndim || t.nproc != u.nproc || t.dims != u.dims || t.grid != u.grid ||
+		t.layout != u.layout || t.vproc != u.vproc || t.pgrid != u.pgrid || !slices.Equal(t.ranks, u.ranks) {
 		return false
 	}
 	for d := 0; d < t.ndim; d++ {
@@ -244,19 +267,28 @@ func (t *Dist) Elems() int {
 }
 
 // Owns reports whether rank owns a (non-empty) block.
-func (t *Dist) Owns(rank int) bool { return rank >= 0 && rank < t.nblocks }
+func (t *Dist) Owns(rank int) bool {
+	if t.multi() {
+		return t.LocalElems(rank) > 0
+	}
+	p := t.proc(rank)
+	return p >= 0 && p < t.nblocks
+}
 
 // BlockInto writes the bounds of rank's block into lo and hi (each at least NDim long) and
 // reports whether rank owns one; if not, lo is all 0 and hi all -1, as NGA_Distribution returns.
+// In the multi-block layouts a rank's part is not one box: it reports false (see OwnedBlocks and
+// BlockBounds).
 func (t *Dist) BlockInto(rank int, lo, hi []int) bool {
-	if !t.Owns(rank) {
+	if t.multi() || !t.Owns(rank) {
 		for d := 0; d < t.ndim; d++ {
 			lo[d], hi[d] = 0, -1
 		}
 		return false
 	}
+	p := t.proc(rank)
 	for d := 0; d < t.ndim; d++ {
-		k := (rank / t.gstride[d]) % t.grid[d]
+		k := (p / t.gstride[d]) % t.grid[d]
 		lo[d], hi[d] = t.starts[d][k], t.starts[d][k+1]-1
 	}
 	return true
@@ -270,14 +302,16 @@ func (t *Dist) Block(rank int) (lo, hi []int) {
 	return lo, hi
 }
 
-// BlockElems is the number of elements of rank's block (0 when it owns nothing).
+// BlockElems is the number of elements of rank's block (0 when it owns nothing, and in the
+// multi-block layouts: see LocalElems).
 func (t *Dist) BlockElems(rank int) int {
-	if !t.Owns(rank) {
+	if t.multi() || !t.Owns(rank) {
 		return 0
 	}
+	p := t.proc(rank)
 	e := 1
 	for d := 0; d < t.ndim; d++ {
-		k := (rank / t.gstride[d]) % t.grid[d]
+		k := (p / t.gstride[d]) % t.grid[d]
 		e *= t.starts[d][k+1] - t.starts[d][k]
 	}
 	return e
@@ -294,43 +328,40 @@ func (t *Dist) blockIndex(d, i int) int {
 //
 // Errors: ErrShape if len(subscript) != NDim; ErrOutOfBounds if it lies outside the array.
 func (t *Dist) Locate(subscript []int) (int, error) {
-	if len(subscript) != t.ndim {
-		return -1, fmt.Errorf("%w: %d subscripts for %d dimensions", ErrShape, len(subscript), t.ndim)
+	var kc [MaxDims]int
+	kb, err := t.blockOf(subscript, &kc)
+	if err != nil {
+		return -1, err
 	}
-	r := 0
-	for d, i := range subscript {
-		if i < 0 || i >= t.dims[d] {
-			return -1, fmt.Errorf("%w: subscript %d = %d, extent %d", ErrOutOfBounds, d, i, t.dims[d])
-		}
-		r += t.blockIndex(d, i) * t.gstride[d]
-	}
-	return r, nil
+	return t.rankOf(t.ownerProc(&kc, kb)), nil
 }
 
 // Offset returns the rank owning the element at subscript and the element's index in that
-// rank's row-major block (what NGA_Read_inc needs to address it).
+// rank's row-major storage (what NGA_Read_inc needs to address it).
 //
 // Errors: as Locate.
 func (t *Dist) Offset(subscript []int) (rank, elem int, err error) {
-	if len(subscript) != t.ndim {
-		return -1, 0, fmt.Errorf("%w: %d subscripts for %d dimensions", ErrShape, len(subscript), t.ndim)
-	}
-	var ks [MaxDims]int // the block index along each dimension (no divisions: a hot path of NGA_Read_inc)
-	for d, i := range subscript {
-		if i < 0 || i >= t.dims[d] {
-			return -1, 0, fmt.Errorf("%w: subscript %d = %d, extent %d", ErrOutOfBounds, d, i, t.dims[d])
-		}
-		ks[d] = t.blockIndex(d, i)
-		rank += ks[d] * t.gstride[d]
+	var kc [MaxDims]int // the block index along each dimension (no divisions: a hot path of NGA_Read_inc)
+	kb, err := t.blockOf(subscript, &kc)
+	if err != nil {
+		return -1, 0, err
 	}
 	s := 1
-	for d := t.ndim - 1; d >= 0; d-- {
-		st := t.starts[d]
-		k := ks[d]
-		elem += (subscript[d] - st[k]) * s
-		s *= st[k+1] - st[k]
+	if t.layout == LayoutBlocked { // the offset within the one block of its process
+		for d := t.ndim - 1; d >= 0; d-- {
+			st, k := t.starts[d], kc[d]
+			elem += (subscript[d] - st[k]) * s
+			s *= st[k+1] - st[k]
+		}
+		return t.rankOf(kb), elem, nil
 	}
-	return rank, elem, nil
+	var slo, shi [MaxDims]int
+	base := t.place(&kc, kb, &slo, &shi)
+	for d := t.ndim - 1; d >= 0; d-- {
+		elem += (subscript[d] - slo[d]) * s
+		s *= shi[d] - slo[d] + 1
+	}
+	return t.rankOf(t.ownerProc(&kc, kb)), base + elem, nil
 }
 
 // CheckPatch validates a patch [lo, hi] (inclusive) against the array.
@@ -381,6 +412,11 @@ func (t *Dist) LocateRegion(lo, hi []int) ([]Block, error) {
 type Cursor struct {
 	// Rank is the owner of the current block.
 	Rank int
+	// Index is the number of the current block (row-major over the block grid).
+	Index int
+	// Base is the element offset, in the owner's storage, of the current block's storage box
+	// (StoreLo).
+	Base int
 
 	t                *Dist
 	n                int
@@ -388,6 +424,7 @@ type Cursor struct {
 	lo, hi           [MaxDims]int // the patch
 	first, last, cur [MaxDims]int // block coordinates
 	bl, bh, l, h     [MaxDims]int // current block and its part of the patch
+	sl, sh           [MaxDims]int // the storage box of the current block
 }
 
 // Region validates the patch [lo, hi] (as CheckPatch) and positions c before the first block
@@ -436,15 +473,26 @@ func (c *Cursor) Next() bool {
 	}
 	c.started = true
 	t := c.t
-	c.Rank = 0
+	kb := 0
 	for d := 0; d < c.n; d++ {
 		k := c.cur[d]
-		c.Rank += k * t.gstride[d]
+		kb += k * t.gstride[d]
 		c.bl[d], c.bh[d] = t.starts[d][k], t.starts[d][k+1]-1
 		c.l[d], c.h[d] = max(c.lo[d], c.bl[d]), min(c.hi[d], c.bh[d])
 	}
+	c.Index = kb
+	c.Rank = t.rankOf(t.ownerProc(&c.cur, kb))
+	c.Base = t.place(&c.cur, kb, &c.sl, &c.sh)
 	return true
 }
+
+// StoreLo is the first index of the current block's storage box: the row-major box, in array
+// indices, that starts at element Base of the owner's storage and holds the block in place (the
+// block itself except in the ScaLAPACK layout, where it is the owner's whole local matrix).
+func (c *Cursor) StoreLo() []int { return c.sl[:c.n] }
+
+// StoreHi is the last index (inclusive) of the current block's storage box.
+func (c *Cursor) StoreHi() []int { return c.sh[:c.n] }
 
 // BlockLo is the first index of the current owner's whole block.
 func (c *Cursor) BlockLo() []int { return c.bl[:c.n] }
