@@ -18,10 +18,13 @@ const aggCopyMax = 1 << 10
 
 // Aggregate is an explicit non-blocking handle (armci_hdl_t after ARMCI_INIT_HANDLE) that can be
 // turned into an aggregate handle (ARMCI_SET_AGGREGATE_HANDLE), ARMCI's implicit aggregation
-// [ARMCI]: while it is set, the small Puts and Gets issued under it are not sent one by one but
-// queued per target (segment, rank and direction) and sent at Wait (or Test) as one vector
-// transfer per target (ARMCI_NbPutV / ARMCI_NbGetV), so n small puts to one rank cost one
-// request. While it is not set, each transfer is issued at once and Wait completes all of them.
+// [ARMCI]: while it is set, the Puts and Gets issued under it to a network peer are not sent
+// one by one but queued per target (segment, rank and direction) and sent at Wait (or Test) as
+// one vector transfer per target (ARMCI_NbPutV / ARMCI_NbGetV); small Puts are copied into one
+// buffer per target and those that continue the previous one (the next remote bytes) become one
+// piece, so n small Puts to consecutive offsets cost one RDMA write. To this rank or a peer of
+// its node (shared memory) a transfer is a copy that completes at issue, as ARMCI does for SMP
+// peers, so it is not queued. While the handle is not set, each transfer is issued at once.
 // Either way one Wait completes every transfer issued under the handle since the last Wait.
 //
 // Transfers are validated when they are issued (rank, bounds, a live segment), so a bad one
@@ -35,6 +38,7 @@ type Aggregate struct {
 	batches  []*aggBatch          // queued transfers per target, in first-use order
 	index    map[aggKey]*aggBatch // the batch of each target
 	inflight []*Handle            // issued, not yet waited
+	pending  int                  // transfers issued under h since the last Wait
 	issueErr error                // batches Test failed to issue, reported by the next Wait
 }
 
@@ -77,7 +81,7 @@ func (h *Aggregate) Set() error {
 }
 
 // Unset ends aggregation on h (ARMCI_UNSET_AGGREGATE_HANDLE). Errors: ErrHandle (nil h, h not
-// set, or transfers still queued or in flight: Wait first); h is then unchanged.
+// set, or transfers issued under it since the last Wait: Wait first); h is then unchanged.
 func (h *Aggregate) Unset() error {
 	if h == nil {
 		return fmt.Errorf("%w: ARMCI_UNSET_AGGREGATE_HANDLE on a nil handle", ErrHandle)
@@ -87,8 +91,8 @@ func (h *Aggregate) Unset() error {
 	switch {
 	case !h.set:
 		return fmt.Errorf("%w: ARMCI_UNSET_AGGREGATE_HANDLE on a handle that is not set", ErrHandle)
-	case len(h.batches) > 0 || len(h.inflight) > 0:
-		return fmt.Errorf("%w: ARMCI_UNSET_AGGREGATE_HANDLE with %d targets queued and %d transfers in flight (Wait first)", ErrHandle, len(h.batches), len(h.inflight))
+	case h.pending > 0:
+		return fmt.Errorf("%w: ARMCI_UNSET_AGGREGATE_HANDLE with %d transfers issued since the last Wait (Wait first)", ErrHandle, h.pending)
 	}
 	h.set = false
 	return nil
@@ -121,9 +125,9 @@ func (h *Aggregate) NbGet(ctx context.Context, seg *Segment, proc, off int, dst 
 // handle h (ARMCI_NbPutValueInt/Long/Float/Double): a non-blocking PutValue, complete at h's
 // Wait. Errors: ErrHandle (nil h) and those of PutValue.
 func NbPutValue[T Value](ctx context.Context, h *Aggregate, v T, seg *Segment, proc, off int) error {
-	var b [8]byte
-	n := encodeValue(v, &b)
-	return h.add(ctx, kPut, b[:n], seg, proc, off, true)
+	b := valueBufs.Get().(*[8]byte) // add copies the value unless it completes at issue
+	defer valueBufs.Put(b)
+	return h.add(ctx, kPut, b[:encodeValue(v, b)], seg, proc, off, true)
 }
 
 // add validates one transfer and queues it (set handle) or issues it (not set). transient marks
@@ -134,8 +138,12 @@ func (h *Aggregate) add(ctx context.Context, k kind, local []byte, seg *Segment,
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.set {
-		if transient {
+	pe, err := h.r.peer(ctx, proc)
+	if err != nil {
+		return err
+	}
+	if !h.set || pe.route.kind == routeSelf || pe.route.kind == routeNode {
+		if transient && pe.route.kind != routeSelf && pe.route.kind != routeNode {
 			local = append([]byte(nil), local...)
 		}
 		hd, err := h.r.contiguous(ctx, xfer{kind: k}, local, seg, proc, off, false)
@@ -145,14 +153,13 @@ func (h *Aggregate) add(ctx context.Context, k kind, local []byte, seg *Segment,
 		if hd != nil {
 			h.inflight = append(h.inflight, hd)
 		}
+		h.pending++
 		return nil
-	}
-	if _, err := h.r.peer(ctx, proc); err != nil {
-		return err
 	}
 	if err := seg.bounds(proc, off, len(local)); err != nil {
 		return err
 	}
+	h.pending++
 	key := aggKey{seg: seg, proc: proc, kind: k}
 	b := h.index[key]
 	if b == nil {
@@ -164,6 +171,12 @@ func (h *Aggregate) add(ctx context.Context, k kind, local []byte, seg *Segment,
 	if k == kPut && (transient || len(local) <= aggCopyMax) {
 		p.local, p.start = nil, len(b.buf)
 		b.buf = append(b.buf, local...)
+		if last := len(b.pieces) - 1; last >= 0 {
+			if q := &b.pieces[last]; q.local == nil && q.off+q.n == off {
+				q.n += p.n // continues the previous copied piece: one piece
+				return nil
+			}
+		}
 	}
 	b.pieces = append(b.pieces, p)
 	return nil
@@ -220,6 +233,7 @@ func (h *Aggregate) Wait(ctx context.Context) error {
 	}
 	clear(h.inflight)
 	h.inflight = h.inflight[:0]
+	h.pending = 0
 	return errors.Join(errs...)
 }
 
