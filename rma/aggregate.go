@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// ErrHandle: a nil aggregate handle, Unset of a handle that is not set, or Unset while the
-// handle still has transfers queued or in flight (Wait first).
+// ErrHandle: a nil aggregate handle, Unset of a handle that is not set, or Unset of a handle
+// with transfers issued under it since the last Wait.
 var ErrHandle = errors.New("rma: bad handle")
 
 // aggCopyMax is the largest Put an aggregate handle copies into its own buffer at issue (ARMCI's
@@ -108,8 +108,9 @@ func (h *Aggregate) Aggregating() bool {
 	return h.set
 }
 
-// NbPut is ARMCI_NbPut under h: src goes to byte offset off of rank proc's part of seg. On a set
-// handle a src of up to 1 KiB is copied (reusable at return), a larger one is held until Wait.
+// NbPut is ARMCI_NbPut under h: src goes to byte offset off of rank proc's part of seg. Queued
+// on a set handle, a src of up to 1 KiB is copied (reusable at return), a larger one is held
+// until Wait; issued at once, src is in use until Wait, as with Runtime.NbPut.
 // Errors: ErrHandle (nil h) and those of Runtime.NbPut; nothing is queued or sent on error.
 func (h *Aggregate) NbPut(ctx context.Context, src []byte, seg *Segment, proc, off int) error {
 	return h.add(ctx, kPut, src, seg, proc, off, false)
@@ -130,8 +131,9 @@ func NbPutValue[T Value](ctx context.Context, h *Aggregate, v T, seg *Segment, p
 	return h.add(ctx, kPut, b[:encodeValue(v, b)], seg, proc, off, true)
 }
 
-// add validates one transfer and queues it (set handle) or issues it (not set). transient marks
-// local bytes that do not outlive the call (a value), so they are copied in either mode.
+// add validates one transfer and queues it (set handle, network peer) or issues it. transient
+// marks local bytes that do not outlive the call (a value): they are copied unless the transfer
+// completes at issue.
 func (h *Aggregate) add(ctx context.Context, k kind, local []byte, seg *Segment, proc, off int, transient bool) error {
 	if h == nil {
 		return fmt.Errorf("%w: %v on a nil handle", ErrHandle, xfer{kind: k})
@@ -142,8 +144,9 @@ func (h *Aggregate) add(ctx context.Context, k kind, local []byte, seg *Segment,
 	if err != nil {
 		return err
 	}
-	if !h.set || pe.route.kind == routeSelf || pe.route.kind == routeNode {
-		if transient && pe.route.kind != routeSelf && pe.route.kind != routeNode {
+	atIssue := pe.route.kind == routeSelf || pe.route.kind == routeNode // a copy, done at issue
+	if !h.set || atIssue {
+		if transient && !atIssue {
 			local = append([]byte(nil), local...)
 		}
 		hd, err := h.r.contiguous(ctx, xfer{kind: k}, local, seg, proc, off, false)
