@@ -80,7 +80,8 @@ func Irregular(starts [][]int) Option {
 //
 // Errors: ErrShape (no or more than dist.MaxDims dimensions, a non-positive extent, a chunk of
 // the wrong length), ErrMap (a malformed irregular map, more blocks than ranks),
-// ErrMismatch (ranks passed different arguments; every rank then fails), ErrNotMember (OnGroup
+// ErrMismatch (ranks passed different arguments; every rank then fails), ErrMemoryLimit (a
+// member's SetMemoryLimit would be exceeded; every member then fails), ErrNotMember (OnGroup
 // of a group this rank is not a member of: on this rank only, nothing is done), rma errors from
 // ARMCI_Malloc.
 func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []int, opts ...Option) (*Array[T], error) {
@@ -142,11 +143,16 @@ func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, 
 	if d.MultiBlock() {
 		elems = d.LocalElems(me)
 	}
+	if err := reserveMemory(ctx, pg, int64(elems*a.es)); err != nil {
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
+	}
 	seg, err := pg.malloc(ctx, elems*a.es)
 	if err != nil {
+		releaseMemory(pg.rt, int64(elems*a.es))
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
 	a.seg = seg
+	register(a, int64(elems*a.es))
 	a.raw = fromBytes[T](seg.Local())
 	a.local = a.raw
 	if gw != nil && elems > 0 {
@@ -235,6 +241,7 @@ func (a *Array[T]) Destroy(ctx context.Context) error {
 	if !a.destroyed.CompareAndSwap(false, true) {
 		return fmt.Errorf("ga: GA_Destroy %q: %w", a.name, ErrDestroyed)
 	}
+	unregister(a.rt, a.seg)
 	if err := a.seg.Free(ctx); err != nil {
 		return fmt.Errorf("ga: GA_Destroy %q: %w", a.name, err)
 	}

@@ -22,22 +22,24 @@ var valueBufs = sync.Pool{New: func() any { return new([8]byte) }}
 func PutValue[T Value](ctx context.Context, rt *Runtime, v T, seg *Segment, proc, off int) error {
 	b := valueBufs.Get().(*[8]byte)
 	defer valueBufs.Put(b)
-	var n int
+	return rt.Put(ctx, b[:encodeValue(v, b)], seg, proc, off)
+}
+
+// encodeValue writes v little-endian into b and returns its size in bytes.
+func encodeValue[T Value](v T, b *[8]byte) int {
 	switch x := any(v).(type) {
 	case int32:
 		binary.LittleEndian.PutUint32(b[:], uint32(x))
-		n = 4
+		return 4
 	case float32:
 		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
-		n = 4
+		return 4
 	case int64:
 		binary.LittleEndian.PutUint64(b[:], uint64(x))
-		n = 8
 	case float64:
 		binary.LittleEndian.PutUint64(b[:], math.Float64bits(x))
-		n = 8
 	}
-	return rt.Put(ctx, b[:n], seg, proc, off)
+	return 8
 }
 
 // GetValue loads the value of type T, little-endian, at byte offset off of rank proc's part of
