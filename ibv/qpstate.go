@@ -43,6 +43,13 @@ var transitions = map[transitionKey]transitionRule{
 	{RC, StateSQD, StateSQD}: {AttrState, AttrAV | rcSendAttrs | rcPerfAttrs | apmAttrs | AttrAccessFlags | AttrPort},
 	{UD, StateSQD, StateSQD}: {AttrState, AttrQKey},
 	{UD, StateSQE, StateRTS}: {AttrState, AttrQKey},
+	// DC: one QP for every destination, so no path, QP number or PSNs (each destination's
+	// record starts at PSN 0); the access flags gate incoming requests as RC's do.
+	{DC, StateReset, StateInit}: {AttrState | AttrPort | AttrAccessFlags, AttrPKeyIndex},
+	{DC, StateInit, StateInit}:  {AttrState, AttrPort | AttrAccessFlags | AttrPKeyIndex},
+	{DC, StateInit, StateRTR}:   {AttrState, rcPerfAttrs | AttrAccessFlags | AttrPKeyIndex},
+	{DC, StateRTR, StateRTS}:    {AttrState, rcSendAttrs | AttrAccessFlags | AttrMinRNRTimer},
+	{DC, StateRTS, StateRTS}:    {AttrState, rcSendAttrs | AttrAccessFlags | AttrMinRNRTimer},
 }
 
 // ValidTransition reports whether a QP of type t may move from state from to state to with the
@@ -50,7 +57,7 @@ var transitions = map[transitionKey]transitionRule{
 // AttrState. A mask without AttrState is an attribute change in the current state (from == to)
 // and follows the from→from rule. The error wraps ErrInvalidTransition and names what is wrong.
 func ValidTransition(t QPType, from, to QPState, mask AttrMask) error {
-	if t != RC && t != UD {
+	if t != RC && t != UD && t != DC {
 		return fmt.Errorf("%w: QP type %v", ErrInvalidTransition, t)
 	}
 	if mask&AttrState == 0 {

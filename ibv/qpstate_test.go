@@ -151,7 +151,7 @@ func TestValidTransitionAttributes(t *testing.T) {
 }
 
 func TestValidTransitionUnknownType(t *testing.T) {
-	for _, typ := range []ibv.QPType{0, 3, 255} {
+	for _, typ := range []ibv.QPType{0, ibv.DC + 1, 255} {
 		err := ibv.ValidTransition(typ, ibv.StateReset, ibv.StateError, ibv.AttrState)
 		assert.ErrorIs(t, err, ibv.ErrInvalidTransition, "type %v", typ)
 	}

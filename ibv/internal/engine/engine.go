@@ -230,7 +230,7 @@ func (e *Engine) lookup(qpn uint32) *QP {
 // CreateQP creates the engine side of an RC or UD queue pair; a provider's Driver.CreateQP
 // delegates to it.
 func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
-	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD {
+	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD && ibq.Type() != ibv.DC {
 		return nil, fmt.Errorf("engine: %w: QP type %v", ibv.ErrUnsupported, ibq.Type())
 	}
 	if ibq.Num() >= ibv.MulticastQPN { // 0xFFFFFF addresses a multicast group
@@ -240,6 +240,9 @@ func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
 		return nil, fmt.Errorf("engine: %w: QP number %d beyond 24 bits", ibv.ErrInvalidArgument, ibq.Num())
 	}
 	q := newQP(e, ibq)
+	if q.typ == ibv.DC {
+		q.dc = newDCTable(q)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -276,6 +279,9 @@ func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
 
 func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	q := e.lookup(p.DestQPN)
+	if q != nil && q.dc != nil {
+		q = q.dcRoute(p, link) // the record of the peer (dc.go)
+	}
 	if q == nil {
 		return
 	}
@@ -382,7 +388,7 @@ func (e *Engine) timerLoop() {
 		now := time.Now().UnixNano()
 		busy := false
 		for _, q := range list {
-			if q.tick(now) {
+			if q.tickAll(now) {
 				busy = true
 			}
 		}
@@ -392,7 +398,7 @@ func (e *Engine) timerLoop() {
 			e.ticking.Store(false)
 			e.mu.RLock()
 			for _, q := range e.qps {
-				if q.deadline.Load() != 0 {
+				if q.timerArmed() {
 					busy = true
 					break
 				}

@@ -188,6 +188,9 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	if q.typ == ibv.UD {
 		return q.postUD(wr)
 	}
+	if q.isDC() {
+		return q.postDC(wr)
+	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s := &q.sq
@@ -195,7 +198,7 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 		return nil
 	}
-	if s.tail-s.head == uint64(len(s.wq)) {
+	if s.tail-s.head == uint64(len(s.wq)) && !q.growSendQueue() {
 		return fmt.Errorf("engine: %w: %d send requests outstanding", ibv.ErrQueueFull, len(s.wq))
 	}
 	w := s.slot(s.tail)
@@ -629,7 +632,9 @@ func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 	q.e.log.Debug().Uint32("qp", q.num).Str("status", status.String()).Msg("engine: QP to ERROR: " + detail)
 	// the state changes before the completions appear, so a consumer that sees the error
 	// completion also sees the QP in ERROR
-	provider.SetState(q.ibq, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	if q.dc == nil { // a DC peer record fails alone: the DC QP stays in RTS for the other peers
+		provider.SetState(q.ibq, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	}
 	q.flushAllLocked(status, nil)
 }
 
@@ -730,7 +735,7 @@ func (q *QP) tick(now int64) bool {
 	path := s.a.path
 	q.altArmed.Store(nil)
 	q.sqMu.Unlock()
-	_, ok := provider.MigrateAuto(q.ibq, fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
+	ok := q.migrateAuto(fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s.migrating = false
