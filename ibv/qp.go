@@ -345,6 +345,9 @@ func (qp *QP) PostSendSync(wr *SendWR) (WCStatus, error) {
 func checkSendWR(t QPType, wr *SendWR) error {
 	switch wr.Opcode {
 	case OpSend, OpSendImm:
+		if t == DC {
+			return fmt.Errorf("%w: %v on a DC QP (RDMA and atomics only)", ErrInvalidArgument, wr.Opcode)
+		}
 		if t == UD && wr.AH == nil {
 			return fmt.Errorf("%w: UD send without address handle", ErrInvalidArgument)
 		}

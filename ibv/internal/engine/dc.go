@@ -254,3 +254,20 @@ func (q *QP) dcDestroy() {
 		_ = p.Destroy()
 	}
 }
+
+// dcCounters are the transport counters of a DC QP: the sums over its peer records.
+func (q *QP) dcCounters() ibv.QPCounters {
+	var sum ibv.QPCounters
+	q.dc.mu.RLock()
+	defer q.dc.mu.RUnlock()
+	for _, p := range q.dc.peers {
+		c := p.Counters()
+		sum.LocalAckTimeoutErr += c.LocalAckTimeoutErr
+		sum.PacketSeqErr += c.PacketSeqErr
+		sum.ImpliedNakSeqErr += c.ImpliedNakSeqErr
+		sum.RNRNakReceived += c.RNRNakReceived
+		sum.OutOfSequence += c.OutOfSequence
+		sum.DuplicateRequest += c.DuplicateRequest
+	}
+	return sum
+}

@@ -445,6 +445,9 @@ type qpCounters struct {
 
 // Counters implements ibv.CounterReader.
 func (q *QP) Counters() ibv.QPCounters {
+	if q.isDC() {
+		return q.dcCounters()
+	}
 	c := &q.ctr
 	return ibv.QPCounters{LocalAckTimeoutErr: c.ackTimeout.Load(), PacketSeqErr: c.seqNak.Load(),
 		ImpliedNakSeqErr: c.impliedNak.Load(), RNRNakReceived: c.rnrNak.Load(), OutOfSequence: c.outOfSeq.Load(),

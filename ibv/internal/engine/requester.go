@@ -343,7 +343,7 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 	off := uint64(k) * mtu
 	segment := func() {
 		n := min(mtu, w.length-off)
-		if s.pbuf == nil {
+		if s.pbuf == nil && len(w.bufs) > 1 { // one buffer always gives a view
 			s.pbuf = make([]byte, 0, s.a.mtu)
 		}
 		payload, view = gather(w.bufs, off, int(n), s.pbuf[:0])
