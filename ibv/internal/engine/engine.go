@@ -3,7 +3,8 @@
 // with go-back-N retransmission and retry counts, RNR NAKs, RDMA write/read, the 64-bit atomics
 // and goarmci's extended atomics and accumulate, the responder's PSN check with duplicate
 // suppression (duplicate reads re-read, duplicate atomics replay a recorded result), memory
-// access checks, and automatic path migration (APM). Providers only move packets: they give the
+// access checks, automatic path migration (APM), and the DC queue pair, which runs the same RC
+// requester and responder per peer over datagrams (dc.go). Providers only move packets: they give the
 // engine a Transport and hand inbound packets to Deliver.
 //
 // The semantics follow the InfiniBand RC/UD transport (IBA vol. 1 ch. 9–10; [Vishnu07 §2.2] for the
