@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,10 +20,11 @@ import (
 var memProvider = ibvtest.Funcs{}
 
 // The DC queue pair's exactly-once guarantee under seeded loss, duplication and reordering on
-// every link: one initiator runs DCExactlyOnce — atomics (fetch-add and compare-and-swap, 32
-// and 64 bits), accumulates, writes and reads, messages of 4 packets at a 1 KiB path MTU — to 4
-// peers at once; every fetched value and the final memory are exact, so no atomic or accumulate
-// was applied twice although the responders saw duplicates and the requesters retransmitted.
+// every link: two initiators run DCExactlyOnce at once — atomics (fetch-add and compare-and-swap,
+// 32 and 64 bits), accumulates, writes and reads, messages of 4 packets at a 1 KiB path MTU — each
+// to the same 3 DC QPs (one→many and many→one), each in its own windows; every fetched value and
+// the final memory are exact, so no atomic or accumulate was applied twice although the
+// responders saw duplicates and the requesters retransmitted.
 func TestDCExactlyOnceUnderFaults(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed%#x", seed), func(t *testing.T) {
@@ -32,25 +34,34 @@ func TestDCExactlyOnceUnderFaults(t *testing.T) {
 					{Drop: 0.04, Duplicate: 0.05, Reorder: 0.05, ReorderBy: 300 * time.Microsecond}}}
 				f, devs := newFabric(t, fabric.Config{Nodes: 5, MTU: mtu, Plan: plan})
 				qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
-				targets := ibvtest.DCTargets(t, memProvider, qa, devs[1:], 1, ibvtest.DCWindow(msg))
-				ibvtest.DCExactlyOnce(t, qa, targets, 16, msg)
+				qb := ibvtest.ConnectDC(t, devs[1], nil, 1, ibv.AccessAll)
+				ta := ibvtest.DCTargets(t, memProvider, qa, devs[2:], 1, ibvtest.DCWindow(msg))
+				tb := make([]ibvtest.DCTarget, len(ta))
+				for i, d := range ta {
+					tb[i] = d.Window(t, memProvider, qb, 1, ibvtest.DCWindow(msg))
+				}
+				wa := ibvtest.PostDCWorkload(t, qa, ta, 16, msg)
+				wb := ibvtest.PostDCWorkload(t, qb, tb, 16, msg)
+				wa.Check(t)
+				wb.Check(t)
 
 				var lost, sent uint64
 				var dups uint64
-				for i, d := range targets {
-					for _, st := range []fabric.LinkStats{f.Stats(0, i+1, 1), f.Stats(i+1, 0, 1)} {
+				for i, d := range ta {
+					for _, st := range []fabric.LinkStats{f.Stats(0, i+2, 1), f.Stats(i+2, 0, 1), f.Stats(1, i+2, 1), f.Stats(i+2, 1, 1)} {
 						lost += st.Lost
 						sent += st.Sent
 					}
 					dups += d.QP.Counters().DuplicateRequest
 				}
-				rtx := qa.Counters().Retransmissions()
+				rtx := qa.Counters().Retransmissions() + qb.Counters().Retransmissions()
 				t.Logf("%d packets sent, %d lost, %d duplicate requests suppressed, %d go-back-N retransmissions",
 					sent, lost, dups, rtx)
 				require.Positive(t, lost, "the plan lost packets")
 				require.Positive(t, dups, "responders saw duplicates")
 				require.Positive(t, rtx, "the requester retransmitted")
 				assert.Equal(t, ibv.StateRTS, qa.State())
+				assert.Equal(t, ibv.StateRTS, qb.State())
 			})
 		})
 	}
@@ -205,5 +216,44 @@ func TestDCMemoryPerPeer(t *testing.T) {
 		t.Logf("%4d peers: DC %6.0f B per connection (both ends), RC %7.0f B per connection (both ends), RC/DC %.0f×",
 			n, dc, rc, rc/dc)
 		assert.Less(t, dc, rc/10, "%d peers: a DC record is not small next to an RC queue pair", n)
+	}
+}
+
+// Duplication and reordering are seeded like loss: the same seed gives the same arrivals; a
+// Duplicate rule delivers some datagrams twice (the copy right behind), a Reorder rule lets later
+// datagrams overtake held-back ones, and neither loses one.
+func TestSeededDuplicationAndReordering(t *testing.T) {
+	const n = 400
+	for _, seed := range seeds[:3] {
+		dup := udLoss(t, seed, n, fabric.Rule{Duplicate: 0.1})
+		require.Equal(t, dup, udLoss(t, seed, n, fabric.Rule{Duplicate: 0.1}), "seed %#x: deterministic", seed)
+		count := make([]int, n)
+		for k, i := range dup {
+			count[i]++
+			if count[i] == 2 {
+				require.Equal(t, i, dup[k-1], "a copy arrives right behind its original")
+			}
+			require.LessOrEqual(t, count[i], 2)
+			require.True(t, k == 0 || i >= dup[k-1], "duplication keeps the order")
+		}
+		assert.InDelta(t, 0.1*n, len(dup)-n, 0.06*n, "seed %#x: duplication rate", seed)
+		for i, c := range count {
+			require.Positive(t, c, "datagram %d lost", i)
+		}
+
+		late := udLoss(t, seed, n, fabric.Rule{Reorder: 0.1, ReorderBy: time.Millisecond}, fabric.Rule{Delay: 10 * time.Microsecond})
+		require.Len(t, late, n, "nothing lost")
+		overtaken := 0
+		for k := 1; k < n; k++ {
+			if late[k] < late[k-1] {
+				overtaken++
+			}
+		}
+		require.Positive(t, overtaken, "seed %#x: some datagrams arrived out of order", seed)
+		sorted := slices.Clone(late)
+		slices.Sort(sorted)
+		for i, v := range sorted {
+			require.Equal(t, i, v)
+		}
 	}
 }

@@ -52,6 +52,15 @@ func DCTargets(t testing.TB, p Provider, initiator *ibv.QP, ctxs []*ibv.Context,
 	return out
 }
 
+// Window registers another window of size zeroed bytes at d's DC QP and reaches it from the DC
+// QP from (so several initiators can target one DC QP, each in its own window).
+func (d DCTarget) Window(t testing.TB, p Provider, from *ibv.QP, port uint8, size int) DCTarget {
+	t.Helper()
+	ah, err := from.PD().CreateAH(PathTo(QueryPort(t, d.QP.Context(), port), port))
+	must(t, "CreateAH", err)
+	return DCTarget{QP: d.QP, MR: RegMR(t, p, d.QP.PD(), size, ibv.AccessAll, nil), AH: ah}
+}
+
 // The window layout of DCExactlyOnce.
 const (
 	dcFA64   = 0  // fetch-add 64 counter
@@ -73,23 +82,40 @@ func DCWindow(msg int) int { return dcAccOff + 2*(msg+8) }
 // reads their windows).
 func DCExactlyOnce(t testing.TB, qa *ibv.QP, targets []DCTarget, rounds, msg int) {
 	t.Helper()
+	PostDCWorkload(t, qa, targets, rounds, msg).Check(t)
+}
+
+// DCWorkload is the workload of DCExactlyOnce between its posting and its check, so that
+// several initiators can run theirs at once.
+type DCWorkload struct {
+	qa            *ibv.QP
+	targets       []DCTarget
+	rounds, msg   int
+	posted        uint64
+	fetches       []dcFetch
+	writes, reads [][]byte
+}
+
+type dcFetch struct {
+	buf  []byte
+	want uint64
+}
+
+// PostDCWorkload posts the work requests of DCExactlyOnce; Check waits for them and checks.
+func PostDCWorkload(t testing.TB, qa *ibv.QP, targets []DCTarget, rounds, msg int) *DCWorkload {
+	t.Helper()
 	msg -= msg % 8
-	type fetch struct {
-		buf  []byte
-		want uint64
-	}
-	var fetches []fetch
-	id := uint64(0)
+	w := &DCWorkload{qa: qa, targets: targets, rounds: rounds, msg: msg}
 	post := func(wr *ibv.SendWR) {
 		t.Helper()
-		id++
-		wr.ID, wr.Flags = id, ibv.SendSignaled
+		w.posted++
+		wr.ID, wr.Flags = w.posted, ibv.SendSignaled
 		require.NoError(t, qa.PostSend(wr))
 	}
 	atomic := func(d DCTarget, op ibv.Opcode, off int, cmpAdd, swap, want uint64) {
 		t.Helper()
 		b := make([]byte, op.AtomicSize())
-		fetches = append(fetches, fetch{b, want})
+		w.fetches = append(w.fetches, dcFetch{b, want})
 		post(d.WR(ibv.SendWR{Opcode: op, LocalBuf: b, CompareAdd: cmpAdd, Swap: swap}, off))
 	}
 	accSrc := make([][]byte, len(targets))
@@ -112,16 +138,24 @@ func DCExactlyOnce(t testing.TB, qa *ibv.QP, targets []DCTarget, rounds, msg int
 			post(d.WR(ibv.SendWR{Opcode: ibv.OpAccumulate, AccType: ibv.AccInt64, Scale: 1, LocalBuf: accSrc[j]}, dcAccOff))
 		}
 	}
-	writes := make([][]byte, len(targets))
-	reads := make([][]byte, len(targets))
+	w.writes = make([][]byte, len(targets))
+	w.reads = make([][]byte, len(targets))
 	for j, d := range targets {
-		writes[j] = Pattern(uint64(0xdc00+j), msg)
-		reads[j] = make([]byte, msg)
-		post(d.WR(ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: writes[j]}, dcAccOff+msg+8))
-		post(d.WR(ibv.SendWR{Opcode: ibv.OpRDMARead, LocalBuf: reads[j]}, dcAccOff+msg+8))
+		w.writes[j] = Pattern(uint64(0xdc00+j)^uint64(qa.Num())<<32, msg)
+		w.reads[j] = make([]byte, msg)
+		post(d.WR(ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: w.writes[j]}, dcAccOff+msg+8))
+		post(d.WR(ibv.SendWR{Opcode: ibv.OpRDMARead, LocalBuf: w.reads[j]}, dcAccOff+msg+8))
 	}
-	seen := make(map[uint64]bool, id)
-	for range id {
+	return w
+}
+
+// Check waits for the completions of the workload and checks the fetched values and the
+// windows (see DCExactlyOnce).
+func (w *DCWorkload) Check(t testing.TB) {
+	t.Helper()
+	qa, msg, fetches, writes, reads := w.qa, w.msg, w.fetches, w.writes, w.reads
+	seen := make(map[uint64]bool, w.posted)
+	for range w.posted {
 		wc := WaitWC(t, qa.SendCQ())
 		require.Equal(t, ibv.WCSuccess, wc.Status, "WR %d: %v", wc.WRID, wc.Status)
 		require.False(t, seen[wc.WRID], "WR %d completed twice", wc.WRID)
@@ -138,20 +172,20 @@ func DCExactlyOnce(t testing.TB, qa *ibv.QP, targets []DCTarget, rounds, msg int
 		}
 		assert.Equal(t, f.want, got, "fetched value %d", k)
 	}
-	r := uint64(rounds)
-	for j, d := range targets {
-		w := d.MR.Buf()
-		assert.Equal(t, r, le64(w[dcFA64:]), "target %d: fetch-add 64", j)
-		assert.Equal(t, uint32(3*r), le32(w[dcFA32:]), "target %d: fetch-add 32", j)
-		assert.Equal(t, uint32(r), le32(w[dcCAS32:]), "target %d: compare-and-swap 32", j)
-		assert.Equal(t, 1<<40+r, le64(w[dcCAS64:]), "target %d: compare-and-swap 64", j)
+	r := uint64(w.rounds)
+	for j, d := range w.targets {
+		win := d.MR.Buf()
+		assert.Equal(t, r, le64(win[dcFA64:]), "target %d: fetch-add 64", j)
+		assert.Equal(t, uint32(3*r), le32(win[dcFA32:]), "target %d: fetch-add 32", j)
+		assert.Equal(t, uint32(r), le32(win[dcCAS32:]), "target %d: compare-and-swap 32", j)
+		assert.Equal(t, 1<<40+r, le64(win[dcCAS64:]), "target %d: compare-and-swap 64", j)
 		for k := 0; k < msg; k += 8 {
-			if got, want := le64(w[dcAccOff+k:]), r*uint64(j+1+k); got != want {
+			if got, want := le64(win[dcAccOff+k:]), r*uint64(j+1+k); got != want {
 				t.Errorf("target %d: accumulate element %d = %d, want %d", j, k/8, got, want)
 				break
 			}
 		}
-		SameBytes(t, "written window", writes[j], w[dcAccOff+msg+8:dcAccOff+2*msg+8])
+		SameBytes(t, "written window", writes[j], win[dcAccOff+msg+8:dcAccOff+2*msg+8])
 		SameBytes(t, "read back", writes[j], reads[j])
 	}
 }

@@ -128,14 +128,22 @@ func (q *QP) postDC(wr *ibv.SendWR) error {
 // link.RemoteAddr(): requests create the record of a new peer (in RTR and RTS), responses go to an
 // existing one; nil drops the packet.
 func (q *QP) dcRoute(p *wire.Packet, link Link) *QP {
-	if !q.isDC() || p.Opcode == wire.OpUDSend {
-		return nil
-	}
-	if st := q.st(); st != ibv.StateRTR && st != ibv.StateRTS {
+	use, create := dcAdmit(q.st(), p.Opcode)
+	if !use || !q.isDC() {
 		return nil
 	}
 	addr := link.RemoteAddr()
-	return q.dc.peer(dcKey{addr: addr, qpn: p.SrcQPN}, ibv.AHAttr{Addr: addr}, p.Opcode.IsRequest())
+	return q.dc.peer(dcKey{addr: addr, qpn: p.SrcQPN}, ibv.AHAttr{Addr: addr}, create)
+}
+
+// dcAdmit decides what a DC QP in state st does with an inbound packet of opcode op: pass it to
+// the record of its sender (use), creating the record when there is none (create: a request, the
+// first contact of a new peer). Packets before RTR or in ERROR, and UD sends, are dropped.
+func dcAdmit(st ibv.QPState, op wire.Opcode) (use, create bool) {
+	if op == wire.OpUDSend || (st != ibv.StateRTR && st != ibv.StateRTS) {
+		return false, false
+	}
+	return true, op.IsRequest()
 }
 
 // growSendQueue doubles the send queue of a DC peer record, up to the DC QP's MaxSendWR (sqMu
