@@ -27,8 +27,10 @@ import (
 // fails alone (its requests complete with WCRetryExcErr and WCWRFlushErr, later ones with
 // WCWRFlushErr): the DC QP and its other peers go on.
 //
-// Differences from RC: no alternate path (APM) and no path fault shortcut per record, no send/
-// receive (ibv.QP refuses it), and both records start at PSN 0 (no out-of-band PSN exchange).
+// Differences from RC: no alternate path (APM), no send/receive (ibv.QP refuses it), and both
+// records start at PSN 0 (no out-of-band PSN exchange). A record in ERROR stays there until the
+// DC QP is reset, and a reset forgets the records while the peers keep theirs, so a DC QP that
+// was reset cannot talk again to a peer that has not reset too: records have no generation yet.
 
 // dcFirstWR is the send queue length of a new peer record.
 const dcFirstWR = 4
@@ -49,6 +51,8 @@ type dcTable struct {
 	a      qpAttrs // the DC QP's attributes: the template of a new record
 	peers  map[dcKey]*QP
 	closed bool
+
+	ticking []*QP // the timer goroutine's list of records with a timer (tickAll)
 }
 
 func newDCTable(q *QP) *dcTable {
@@ -176,14 +180,25 @@ func (q *QP) tickAll(now int64) bool {
 	if !q.isDC() {
 		return q.tick(now)
 	}
+	// tick without holding mu: a retransmission may reach a transport's Send, which may call
+	// Engine.PathFault, which takes mu again (a read lock held twice deadlocks behind a writer)
+	d := q.dc
+	d.mu.RLock()
+	list := d.ticking[:0]
+	for _, p := range d.peers {
+		if p.deadline.Load() != 0 {
+			list = append(list, p)
+		}
+	}
+	d.mu.RUnlock()
 	busy := false
-	q.dc.mu.RLock()
-	defer q.dc.mu.RUnlock()
-	for _, p := range q.dc.peers {
+	for i, p := range list {
 		if p.tick(now) {
 			busy = true
 		}
+		list[i] = nil
 	}
+	d.ticking = list[:0]
 	return busy
 }
 
@@ -245,6 +260,17 @@ func (q *QP) dcModified(to ibv.QPState) {
 			p.sqMu.Unlock()
 		}
 	}
+}
+
+// dcPathFault is Engine.PathFault for the records of a DC QP whose path leads from port to addr.
+func (q *QP) dcPathFault(port uint8, addr string) bool {
+	hit := false
+	q.dc.mu.RLock()
+	defer q.dc.mu.RUnlock()
+	for _, p := range q.dc.peers {
+		hit = p.pathFault(port, addr) || hit
+	}
+	return hit
 }
 
 // dcDestroy drops every record of a destroyed DC QP; their requests get no completions.

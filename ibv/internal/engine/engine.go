@@ -426,19 +426,28 @@ func (e *Engine) PathFault(port uint8, addr string) {
 	hit := false
 	e.mu.RLock()
 	for _, q := range e.qps {
-		p := q.pathPtr.Load()
-		if p == nil || p.PortNum != port || p.Addr != addr {
+		if q.isDC() {
+			hit = q.dcPathFault(port, addr) || hit
 			continue
 		}
-		if dl := q.deadline.Load(); dl > 1 && q.deadline.CompareAndSwap(dl, 1) {
-			hit = true
-		}
-		// packets received before the fault say nothing about the broken path: the liveness
-		// timer (Config.Reliable) must not hold the expiry back by up to an ACK timeout
-		q.lastRx.Store(0)
+		hit = q.pathFault(port, addr) || hit
 	}
 	e.mu.RUnlock()
 	if hit {
 		e.forceKick()
 	}
+}
+
+// pathFault expires the ACK timer of q now if its primary path leads from port to addr and the
+// timer runs; it reports whether it did.
+func (q *QP) pathFault(port uint8, addr string) bool {
+	p := q.pathPtr.Load()
+	if p == nil || p.PortNum != port || p.Addr != addr {
+		return false
+	}
+	// packets received before the fault say nothing about the broken path: the liveness
+	// timer (Config.Reliable) must not hold the expiry back by up to an ACK timeout
+	defer q.lastRx.Store(0)
+	dl := q.deadline.Load()
+	return dl > 1 && q.deadline.CompareAndSwap(dl, 1)
 }
