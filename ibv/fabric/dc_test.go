@@ -264,3 +264,38 @@ func TestSeededDuplicationAndReordering(t *testing.T) {
 		}
 	}
 }
+
+// Moving a DC QP to ERROR flushes the outstanding requests of every peer record (here two peers
+// behind a partition) with WCWRFlushErr, and later posts too; the QP cannot be reset.
+func TestDCErrorFlushesEveryPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var plan fabric.Plan
+		plan.Partition([]int{0}, []int{1, 2}, 0, 0)
+		_, devs := newFabric(t, fabric.Config{Nodes: 3, Plan: plan})
+		qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
+		targets := ibvtest.DCTargets(t, memProvider, qa, devs[1:], 1, 64)
+		const k = 4
+		for i := range k {
+			for j, d := range targets {
+				require.NoError(t, qa.PostSend(d.WR(ibv.SendWR{ID: uint64(10*j + i), Flags: ibv.SendSignaled,
+					Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{1}}, i)))
+			}
+		}
+		time.Sleep(time.Millisecond)
+		require.Zero(t, qa.SendCQ().Len(), "nothing completes behind the partition before the ACK timeout")
+		require.NoError(t, qa.Modify(&ibv.QPAttr{State: ibv.StateError}, ibv.AttrState))
+		require.NoError(t, qa.PostSend(targets[0].WR(ibv.SendWR{ID: 99, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite,
+			LocalBuf: []byte{1}}, 8)))
+		ids := map[uint64]bool{}
+		for range k*len(targets) + 1 {
+			wc := ibvtest.WaitWC(t, qa.SendCQ())
+			assert.Equal(t, ibv.WCWRFlushErr, wc.Status, "WR %d", wc.WRID)
+			ids[wc.WRID] = true
+		}
+		assert.Len(t, ids, k*len(targets)+1, "every request completed once")
+		for _, d := range targets {
+			assert.Equal(t, make([]byte, 64), d.MR.Buf(), "nothing reached the peers")
+		}
+		assert.ErrorIs(t, qa.Modify(&ibv.QPAttr{State: ibv.StateReset}, ibv.AttrState), ibv.ErrInvalidTransition)
+	})
+}

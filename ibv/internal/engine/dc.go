@@ -28,9 +28,10 @@ import (
 // WCWRFlushErr): the DC QP and its other peers go on.
 //
 // Differences from RC: no alternate path (APM), no send/receive (ibv.QP refuses it), and both
-// records start at PSN 0 (no out-of-band PSN exchange). A record in ERROR stays there until the
-// DC QP is reset, and a reset forgets the records while the peers keep theirs, so a DC QP that
-// was reset cannot talk again to a peer that has not reset too: records have no generation yet.
+// records start at PSN 0 (no out-of-band PSN exchange). Records have no generation: a record in
+// ERROR stays there for the life of the DC QP, a DC QP that reached RTR cannot be reset
+// (ibv.ValidTransition), and a peer that came back at the same address with the same QP number
+// (a restarted process) would be taken for the old one.
 
 // dcFirstWR is the send queue length of a new peer record.
 const dcFirstWR = 4
@@ -218,7 +219,8 @@ func (q *QP) timerArmed() bool {
 }
 
 // dcModified applies a Modify of a DC QP to its records (the DC QP's locks held): new access
-// flags and timer attributes; ERROR flushes every record; RESET forgets them.
+// flags and timer attributes; ERROR flushes every record. (RESET comes only from INIT, before
+// any record exists.)
 func (q *QP) dcModified(to ibv.QPState) {
 	if !q.isDC() {
 		return
@@ -230,18 +232,9 @@ func (q *QP) dcModified(to ibv.QPState) {
 	for _, p := range d.peers {
 		peers = append(peers, p)
 	}
-	if to == ibv.StateReset {
-		clear(d.peers)
-	}
 	d.mu.Unlock()
 	for _, p := range peers {
 		switch to {
-		case ibv.StateReset:
-			p.dead.Store(true)
-			p.sqMu.Lock()
-			p.sq.clear()
-			p.deadline.Store(0)
-			p.sqMu.Unlock()
 		case ibv.StateError:
 			p.sqMu.Lock()
 			if p.st() != ibv.StateError {
