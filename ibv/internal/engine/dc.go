@@ -22,8 +22,9 @@ import (
 // exactly-once guarantees are the RC ones: a duplicate write or accumulate is re-ACKed and never
 // applied twice, a duplicate atomic is answered from the responder's replay record. The record is
 // an engine QP (the same code runs it) that shares the DC QP's ibv.QP, number, CQs and attributes,
-// with a send queue that starts at dcFirstWR entries and doubles up to the DC QP's MaxSendWR, and
-// an atomic replay record allocated at the peer's first atomic. A record whose retries run out
+// with a send queue that starts at dcFirstWR entries, doubles up to the DC QP's MaxSendWR while
+// requests are outstanding and shrinks back when they have all completed, and an atomic replay
+// record allocated at the peer's first atomic. A record whose retries run out
 // fails alone (its requests complete with WCRetryExcErr and WCWRFlushErr, later ones with
 // WCWRFlushErr): the DC QP and its other peers go on.
 //
@@ -164,6 +165,15 @@ func (q *QP) growSendQueue() bool {
 	}
 	s.wq = wq
 	return true
+}
+
+// shrinkSendQueue gives a DC peer record whose requests have all completed its first, small send
+// queue back (sqMu held): a burst of requests to a peer does not keep its memory.
+func (q *QP) shrinkSendQueue() {
+	if q.dc == nil || q.isDC() || len(q.sq.wq) <= dcFirstWR || q.sq.head != q.sq.tail {
+		return
+	}
+	q.sq.wq = make([]swqe, dcFirstWR)
 }
 
 // migrateAuto is the automatic path migration of provider.MigrateAuto; a DC peer record has no

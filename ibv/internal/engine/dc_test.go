@@ -36,7 +36,7 @@ func TestDCAdmit(t *testing.T) {
 }
 
 // A peer record's send queue doubles up to the DC QP's MaxSendWR and keeps its outstanding
-// requests in order at their absolute indexes.
+// requests in order at their absolute indexes; it shrinks back once they have all completed.
 func TestDCSendQueueGrows(t *testing.T) {
 	d := &dcTable{maxWR: 12}
 	q := &QP{dc: d}
@@ -57,6 +57,11 @@ func TestDCSendQueueGrows(t *testing.T) {
 		}
 	}
 	assert.False(t, q.growSendQueue(), "bounded by MaxSendWR")
+	q.shrinkSendQueue()
+	assert.Len(t, q.sq.wq, 12, "requests outstanding: no shrinking")
+	q.sq.head = q.sq.tail
+	q.shrinkSendQueue()
+	assert.Len(t, q.sq.wq, dcFirstWR, "all completed: back to the first size")
 	d.qp = q
 	assert.False(t, q.growSendQueue(), "the DC QP itself holds no queue")
 }

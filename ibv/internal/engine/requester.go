@@ -556,6 +556,7 @@ func (q *QP) onResponse(p *wire.Packet) {
 		}
 	}
 	q.completeLocked()
+	q.shrinkSendQueue()
 	q.pumpLocked()
 	if s.una != oldUna && !s.rnrWait {
 		if wire.PSNDiff(s.sent, s.una) > 0 {
