@@ -30,7 +30,8 @@ import (
 //
 // Differences from RC: no alternate path (APM), no send/receive (ibv.QP refuses it), and both
 // records start at PSN 0 (no out-of-band PSN exchange). Records have no generation: a record in
-// ERROR stays there for the life of the DC QP, a DC QP that reached RTR cannot be reset
+// ERROR — after its retries ran out, or after a NAK (a bad rkey or bounds fails the record as it
+// fails an RC QP) — stays there for the life of the DC QP, a DC QP that reached RTR cannot be reset
 // (ibv.ValidTransition), and a peer that came back at the same address with the same QP number
 // (a restarted process) would be taken for the old one.
 

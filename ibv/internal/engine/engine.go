@@ -228,7 +228,7 @@ func (e *Engine) lookup(qpn uint32) *QP {
 	return q
 }
 
-// CreateQP creates the engine side of an RC or UD queue pair; a provider's Driver.CreateQP
+// CreateQP creates the engine side of an RC, UD or DC queue pair; a provider's Driver.CreateQP
 // delegates to it.
 func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
 	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD && ibq.Type() != ibv.DC {
