@@ -1,6 +1,6 @@
 // Package ibv is goarmci's verbs layer: the InfiniBand verbs semantics (device, port, protection
 // domain, memory region with lkey/rkey and access flags, completion queue and work completions
-// with IB status codes, RC and UD queue pairs with the QP communication and path-migration state
+// with IB status codes, RC, UD and DC queue pairs with the QP communication and path-migration state
 // machines, asynchronous events) over software providers.
 //
 // The shapes follow libibverbs (ibv_open_device, ibv_alloc_pd, ibv_reg_mr, ibv_create_cq,

@@ -41,7 +41,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if init.Type != RC && init.Type != UD {
+	if init.Type != RC && init.Type != UD && init.Type != DC {
 		return nil, fmt.Errorf("%w: QP type %v", ErrInvalidArgument, init.Type)
 	}
 	if init.SendCQ == nil || init.RecvCQ == nil {
@@ -345,6 +345,9 @@ func (qp *QP) PostSendSync(wr *SendWR) (WCStatus, error) {
 func checkSendWR(t QPType, wr *SendWR) error {
 	switch wr.Opcode {
 	case OpSend, OpSendImm:
+		if t == DC {
+			return fmt.Errorf("%w: %v on a DC QP (RDMA and atomics only)", ErrInvalidArgument, wr.Opcode)
+		}
 		if t == UD && wr.AH == nil {
 			return fmt.Errorf("%w: UD send without address handle", ErrInvalidArgument)
 		}
@@ -352,7 +355,11 @@ func checkSendWR(t QPType, wr *SendWR) error {
 			return checkMcastSend(wr)
 		}
 		return nil
-	case OpRDMAWrite, OpRDMAWriteImm, OpRDMARead:
+	case OpRDMAWriteImm:
+		if t == DC {
+			return fmt.Errorf("%w: %v on a DC QP (it has no receive queue)", ErrInvalidArgument, wr.Opcode)
+		}
+	case OpRDMAWrite, OpRDMARead:
 	case OpAtomicCmpSwap, OpAtomicFetchAdd, OpAtomicFetchAdd32, OpAtomicSwap64, OpAtomicSwap32, OpAtomicCmpSwap32:
 		sz := wr.Opcode.AtomicSize()
 		if wr.LocalLen() != uint64(sz) {
@@ -375,10 +382,19 @@ func checkSendWR(t QPType, wr *SendWR) error {
 	default:
 		return fmt.Errorf("%w: unknown opcode %v", ErrInvalidArgument, wr.Opcode)
 	}
-	if t != RC {
-		return fmt.Errorf("%w: %v on a %v QP", ErrInvalidArgument, wr.Opcode, t)
+	switch t {
+	case RC:
+		return nil
+	case DC:
+		if wr.AH == nil {
+			return fmt.Errorf("%w: %v on a DC QP without address handle", ErrInvalidArgument, wr.Opcode)
+		}
+		if IsMulticastLID(wr.AH.Attr.DLID) || wr.RemoteQPN >= MulticastQPN {
+			return fmt.Errorf("%w: %v on a DC QP to a multicast group", ErrInvalidArgument, wr.Opcode)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %v on a %v QP", ErrInvalidArgument, wr.Opcode, t)
 }
 
 // SGLLen is the total length in bytes of a scatter/gather list.
@@ -397,6 +413,9 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 	}
 	if qp.srq != nil {
 		return fmt.Errorf("%w: QP uses an SRQ", ErrInvalidArgument)
+	}
+	if qp.typ == DC {
+		return fmt.Errorf("%w: a DC QP has no receive queue", ErrInvalidArgument)
 	}
 	if st := qp.State(); st == StateReset {
 		return fmt.Errorf("%w: PostRecv in %v", ErrInvalidState, st)

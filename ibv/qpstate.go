@@ -43,19 +43,31 @@ var transitions = map[transitionKey]transitionRule{
 	{RC, StateSQD, StateSQD}: {AttrState, AttrAV | rcSendAttrs | rcPerfAttrs | apmAttrs | AttrAccessFlags | AttrPort},
 	{UD, StateSQD, StateSQD}: {AttrState, AttrQKey},
 	{UD, StateSQE, StateRTS}: {AttrState, AttrQKey},
+	// DC: one QP for every destination, so no path, QP number or PSNs (each destination's
+	// record starts at PSN 0); the access flags gate incoming requests as RC's do.
+	{DC, StateReset, StateInit}: {AttrState | AttrPort | AttrAccessFlags, AttrPKeyIndex},
+	{DC, StateInit, StateInit}:  {AttrState, AttrPort | AttrAccessFlags | AttrPKeyIndex},
+	{DC, StateInit, StateRTR}:   {AttrState, rcPerfAttrs | AttrAccessFlags | AttrPKeyIndex},
+	{DC, StateRTR, StateRTS}:    {AttrState, rcSendAttrs | AttrAccessFlags | AttrMinRNRTimer},
+	{DC, StateRTS, StateRTS}:    {AttrState, rcSendAttrs | AttrAccessFlags | AttrMinRNRTimer},
 }
 
 // ValidTransition reports whether a QP of type t may move from state from to state to with the
 // attributes in mask, as ibv_modify_qp checks. Any state may move to RESET or ERROR with only
-// AttrState. A mask without AttrState is an attribute change in the current state (from == to)
+// AttrState, except that a DC QP returns to RESET only from INIT. A mask without AttrState is an attribute change in the current state (from == to)
 // and follows the from→from rule. The error wraps ErrInvalidTransition and names what is wrong.
 func ValidTransition(t QPType, from, to QPState, mask AttrMask) error {
-	if t != RC && t != UD {
+	if t != RC && t != UD && t != DC {
 		return fmt.Errorf("%w: QP type %v", ErrInvalidTransition, t)
 	}
 	if mask&AttrState == 0 {
 		to = from
 		mask |= AttrState
+	}
+	if t == DC && to == StateReset && from != StateReset && from != StateInit {
+		// its peers keep reliability records keyed by its QP number: a reset QP would start
+		// again at PSN 0 where they expect more, and its requests would pass for duplicates
+		return fmt.Errorf("%w: a DC QP that reached RTR cannot be reset (destroy it and create a new one)", ErrInvalidTransition)
 	}
 	if to == StateReset || to == StateError {
 		if extra := mask &^ AttrState; extra != 0 {

@@ -151,7 +151,7 @@ func TestValidTransitionAttributes(t *testing.T) {
 }
 
 func TestValidTransitionUnknownType(t *testing.T) {
-	for _, typ := range []ibv.QPType{0, 3, 255} {
+	for _, typ := range []ibv.QPType{0, ibv.DC + 1, 255} {
 		err := ibv.ValidTransition(typ, ibv.StateReset, ibv.StateError, ibv.AttrState)
 		assert.ErrorIs(t, err, ibv.ErrInvalidTransition, "type %v", typ)
 	}
@@ -197,4 +197,19 @@ func TestStateNames(t *testing.T) {
 	assert.Equal(t, "REM_ACCESS_ERR", ibv.WCRemAccessErr.String())
 	assert.Equal(t, "QP_FATAL", ibv.EventQPFatal.String())
 	assert.Equal(t, "FETCH_ADD", ibv.OpAtomicFetchAdd.String())
+}
+
+// A DC QP returns to RESET only from INIT: once in RTR its peers may hold records keyed by its
+// QP number, which a reset would desynchronise.
+func TestValidTransitionDCReset(t *testing.T) {
+	for _, from := range []ibv.QPState{ibv.StateReset, ibv.StateInit} {
+		assert.NoError(t, ibv.ValidTransition(ibv.DC, from, ibv.StateReset, ibv.AttrState), "%v", from)
+	}
+	for _, from := range []ibv.QPState{ibv.StateRTR, ibv.StateRTS, ibv.StateError} {
+		assert.ErrorIs(t, ibv.ValidTransition(ibv.DC, from, ibv.StateReset, ibv.AttrState), ibv.ErrInvalidTransition, "%v", from)
+		assert.NoError(t, ibv.ValidTransition(ibv.DC, from, ibv.StateError, ibv.AttrState), "%v", from)
+	}
+	assert.NoError(t, ibv.ValidTransition(ibv.DC, ibv.StateInit, ibv.StateRTR, ibv.AttrState))
+	assert.ErrorIs(t, ibv.ValidTransition(ibv.DC, ibv.StateInit, ibv.StateRTR, ibv.AttrState|ibv.AttrDestQPN), ibv.ErrInvalidTransition,
+		"a DC QP has no destination")
 }

@@ -25,6 +25,15 @@ type QPType uint8
 const (
 	RC QPType = iota + 1 // reliable connected (IBV_QPT_RC)
 	UD                   // unreliable datagram (IBV_QPT_UD)
+	// DC is a dynamically connected queue pair (the Dynamically Connected transport of
+	// [Takagi15 §2.1]; mlx5's DCI and DCT in one QP): both the initiator and the target of RDMA
+	// write, read, atomics and accumulates to and from any DC QP, each work request naming its
+	// destination by an address handle and a remote QP number (SendWR.AH, SendWR.RemoteQPN).
+	// Software providers carry it as datagrams with the reliability in the engine: a small
+	// record per peer, created on first contact (PSNs, ACKs, retransmission, duplicate
+	// suppression with atomic replay, as RC), instead of a queue pair per peer — the scalable
+	// transport with a reliability engine of [Sridhar08]. It carries no send/receive.
+	DC
 )
 
 func (t QPType) String() string {
@@ -33,6 +42,8 @@ func (t QPType) String() string {
 		return "RC"
 	case UD:
 		return "UD"
+	case DC:
+		return "DC"
 	}
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }

@@ -37,7 +37,8 @@ type SendWR struct {
 	AccType AccType
 	Scale   complex128
 
-	// UD only: destination address handle, QP number and Q_Key.
+	// UD: destination address handle, QP number and Q_Key. DC: the destination of the RDMA or
+	// atomic (its port by AH, its DC QP by RemoteQPN); QKey is ignored.
 	AH        *AH
 	RemoteQPN uint32
 	QKey      uint32

@@ -1,13 +1,13 @@
 // Package fabric is goarmci's in-process network (the testbed of unit tests): many nodes, each
 // with the same number of ports (rails), inside one test binary. Port r of every node hangs on
 // rail r (one switch per rail, as in [Vishnu07 ch. 4]'s multi-rail clusters): a port reaches the
-// port of the same number on every other node. Every node can open one ibv device whose RC and
-// UD queue pairs run on the shared transport engine (ibv/internal/engine), like the tcp and udp
+// port of the same number on every other node. Every node can open one ibv device whose RC, UD
+// and DC queue pairs run on the shared transport engine (ibv/internal/engine), like the tcp and udp
 // providers, with packets carried in memory.
 //
 // Packets travel on directed links, one per (source node, destination node, rail, source path
 // bits), each a FIFO served by a goroutine the fabric owns. A seeded fault Plan acts per link:
-// loss (a probability or every n-th packet), delay, a path down, a network partition, and pulled
+// loss (a probability or every n-th packet), delay, duplication, reordering, a path down, a network partition, and pulled
 // cables on a schedule (a port goes PortDown with EventPortErr and comes back with
 // EventPortActive, as the tcp provider's SetPortDown; hybridft's early detection sees it). Path
 // probes — the APM path load, REARM→ARMED [Vishnu07 ch. 9] — fail across a down port or path.

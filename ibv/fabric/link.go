@@ -3,6 +3,7 @@ package fabric
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +49,9 @@ type link struct {
 }
 
 type packet struct {
-	buf *[]byte
-	due time.Duration // fabric clock
+	buf  *[]byte
+	due  time.Duration // fabric clock
+	late bool          // held back (Rule.Reorder): later packets due earlier overtake it
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096+128); return &b }}
@@ -109,16 +111,19 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 	rules := *f.rules.Load()
 	l.mu.Lock()
 	l.sent.Add(1)
-	var delay time.Duration
-	lost := false
+	var delay, hold time.Duration
+	lost, dup := false, false
 	for _, r := range rules {
 		if !r.active(now) || !r.matches(l.key) {
 			continue
 		}
-		l.counts[r.id]++
-		if !lost && r.lose(l.lh, l.counts[r.id]) {
+		n := l.counts[r.id] + 1
+		l.counts[r.id] = n
+		if !lost && r.lose(l.lh, n) {
 			lost = true
 		}
+		dup = dup || r.chance(r.Duplicate, l.lh, n, saltDuplicate)
+		hold = max(hold, r.holdBack(l.lh, n))
 		delay += r.Delay
 	}
 	if lost {
@@ -127,14 +132,20 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 		src.lost.Add(1)
 		return nil
 	}
-	bp := bufPool.Get().(*[]byte)
-	*bp = append(append((*bp)[:0], hdr...), payload...)
-	if f.net != nil {
-		at := max(now+delay, l.injAt)
-		l.injAt = at
-		f.net.inject(l, rk, route, bp, at, now)
-	} else {
-		l.push(packet{buf: bp, due: now + delay})
+	copies := 1
+	if dup {
+		copies = 2
+	}
+	for range copies {
+		bp := bufPool.Get().(*[]byte)
+		*bp = append(append((*bp)[:0], hdr...), payload...)
+		if f.net != nil {
+			at := max(now+delay+hold, l.injAt)
+			l.injAt = at
+			f.net.inject(l, rk, route, bp, at, now)
+		} else {
+			l.push(packet{buf: bp, due: now + delay + hold, late: hold > 0})
+		}
 	}
 	l.mu.Unlock()
 	return nil
@@ -150,7 +161,12 @@ func (l *link) push(p packet) {
 		bufPool.Put(p.buf)
 		return
 	}
-	l.q = append(l.q, p)
+	// FIFO, except that a packet due earlier overtakes held-back ones (Rule.Reorder)
+	i := len(l.q)
+	for i > l.head && l.q[i-1].late && l.q[i-1].due > p.due {
+		i--
+	}
+	l.q = slices.Insert(l.q, i, p)
 	l.qmu.Unlock()
 	select {
 	case l.signal <- struct{}{}:
@@ -164,18 +180,22 @@ func (l *link) halt() {
 	<-l.done
 }
 
-// next returns the head packet, or false when the queue is empty.
-func (l *link) next() (packet, bool) {
+// next returns the head packet when it is due at now; otherwise how long until it is (wait > 0),
+// or false when the queue is empty.
+func (l *link) next(now time.Duration) (p packet, wait time.Duration, ok bool) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	if l.head == len(l.q) {
 		l.q, l.head = l.q[:0], 0
-		return packet{}, false
+		return packet{}, 0, false
 	}
-	p := l.q[l.head]
+	p = l.q[l.head]
+	if p.due > now {
+		return packet{}, p.due - now, true
+	}
 	l.q[l.head] = packet{}
 	l.head++
-	return p, true
+	return p, 0, true
 }
 
 // idle reports whether no packet is due now (the batch of deferred ACKs may be flushed).
@@ -201,7 +221,7 @@ func (l *link) run() {
 		l.qmu.Unlock()
 	}()
 	for {
-		p, ok := l.next()
+		p, d, ok := l.next(l.f.Now())
 		if !ok {
 			select {
 			case <-l.signal:
@@ -210,7 +230,7 @@ func (l *link) run() {
 				return
 			}
 		}
-		if d := p.due - l.f.Now(); d > 0 {
+		if d > 0 {
 			if t == nil {
 				t = time.NewTimer(d)
 			} else {
@@ -218,10 +238,12 @@ func (l *link) run() {
 			}
 			select {
 			case <-t.C:
+			case <-l.signal: // a packet due earlier may have overtaken the head (Rule.Reorder)
+				t.Stop()
 			case <-l.stop:
-				bufPool.Put(p.buf)
 				return
 			}
+			continue
 		}
 		l.deliver(&b, *p.buf)
 		bufPool.Put(p.buf)

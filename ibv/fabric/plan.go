@@ -43,6 +43,14 @@ type Rule struct {
 	DropEvery int
 	// Delay is added to the one-way latency of matched packets (links stay FIFO).
 	Delay time.Duration
+	// Duplicate is the probability (0..1) that a matched packet arrives twice (the copy right
+	// behind it), as on a datagram network.
+	Duplicate float64
+	// Reorder is the probability (0..1) that a matched packet is held back by ReorderBy (0: 1 ms)
+	// while packets sent after it on the link overtake it. Without a Topology links are FIFO
+	// otherwise; with one, a held-back packet is only delayed.
+	Reorder   float64
+	ReorderBy time.Duration
 	// Down takes the path down: every matched packet is lost and path probes (APM path loads)
 	// across it fail. The ports stay up (a fault inside the network: no port event); use a
 	// PortEvent or Fabric.SetPortDown for a pulled cable.
@@ -177,11 +185,34 @@ func (r *rule) lose(lh, n uint64) bool {
 	if r.DropEvery > 0 && n%uint64(r.DropEvery) == 0 {
 		return true
 	}
-	if r.Drop > 0 {
-		u := mix(r.seed ^ mix(r.id+0x9e37) ^ mix(lh) ^ mix(n+0x51ed))
-		return float64(u>>11)/(1<<53) < r.Drop
+	return r.chance(r.Drop, lh, n, 0)
+}
+
+// Salts of the independent random decisions of a rule on one packet (0: loss).
+const (
+	saltDuplicate = 1 << 32
+	saltReorder   = 2 << 32
+)
+
+// chance draws the decision salt, of probability prob, for the n-th packet the rule matched on
+// the link with hash lh.
+func (r *rule) chance(prob float64, lh, n, salt uint64) bool {
+	if prob <= 0 {
+		return false
 	}
-	return false
+	u := mix(r.seed ^ mix(r.id+0x9e37+salt) ^ mix(lh) ^ mix(n+0x51ed))
+	return float64(u>>11)/(1<<53) < prob
+}
+
+// holdBack is how long the rule holds back the n-th packet it matched on the link lh (Reorder).
+func (r *rule) holdBack(lh, n uint64) time.Duration {
+	if !r.chance(r.Reorder, lh, n, saltReorder) {
+		return 0
+	}
+	if r.ReorderBy > 0 {
+		return r.ReorderBy
+	}
+	return time.Millisecond
 }
 
 // mix is splitmix64's finalizer: a bijective hash of 64 bits.

@@ -39,6 +39,7 @@ type Provider interface {
 type Caps struct {
 	RC         bool // reliable connected QPs: RDMA write/read, atomics
 	UD         bool // unreliable datagram QPs
+	DC         bool // dynamically connected QPs (ibv.DC): RDMA and atomics to any peer
 	SendRecv   bool // two-sided send/receive (RC; and UD when UD is set)
 	Atomics    bool // the verbs atomics and the 32-bit/swap extensions
 	Accumulate bool // OpAccumulate

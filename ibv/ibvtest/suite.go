@@ -31,6 +31,7 @@ func Run(t *testing.T, p Provider) {
 	t.Run("AsyncQPFatal", s.testAsyncQPFatal)
 	t.Run("SendRecv", s.testSendRecv)
 	t.Run("UD", s.testUD)
+	t.Run("DC", s.testDC)
 	t.Run("Close", s.testClose)
 }
 

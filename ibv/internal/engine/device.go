@@ -80,7 +80,7 @@ func (d *Device) RegMR(*ibv.MR) error { return nil }
 // DeregMR has nothing to release.
 func (d *Device) DeregMR(*ibv.MR) error { return nil }
 
-// CreateQP creates an engine-run RC or UD QP.
+// CreateQP creates an engine-run RC, UD or DC QP.
 func (d *Device) CreateQP(qp *ibv.QP) (ibv.QPDriver, error) { return d.e.CreateQP(qp) }
 
 // CreateSRQ creates an engine shared receive queue (ibv.SRQCreator).

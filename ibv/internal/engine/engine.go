@@ -3,7 +3,8 @@
 // with go-back-N retransmission and retry counts, RNR NAKs, RDMA write/read, the 64-bit atomics
 // and goarmci's extended atomics and accumulate, the responder's PSN check with duplicate
 // suppression (duplicate reads re-read, duplicate atomics replay a recorded result), memory
-// access checks, and automatic path migration (APM). Providers only move packets: they give the
+// access checks, automatic path migration (APM), and the DC queue pair, which runs the same RC
+// requester and responder per peer over datagrams (dc.go). Providers only move packets: they give the
 // engine a Transport and hand inbound packets to Deliver.
 //
 // The semantics follow the InfiniBand RC/UD transport (IBA vol. 1 ch. 9–10; [Vishnu07 §2.2] for the
@@ -227,10 +228,10 @@ func (e *Engine) lookup(qpn uint32) *QP {
 	return q
 }
 
-// CreateQP creates the engine side of an RC or UD queue pair; a provider's Driver.CreateQP
+// CreateQP creates the engine side of an RC, UD or DC queue pair; a provider's Driver.CreateQP
 // delegates to it.
 func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
-	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD {
+	if ibq.Type() != ibv.RC && ibq.Type() != ibv.UD && ibq.Type() != ibv.DC {
 		return nil, fmt.Errorf("engine: %w: QP type %v", ibv.ErrUnsupported, ibq.Type())
 	}
 	if ibq.Num() >= ibv.MulticastQPN { // 0xFFFFFF addresses a multicast group
@@ -240,6 +241,9 @@ func (e *Engine) CreateQP(ibq *ibv.QP) (ibv.QPDriver, error) {
 		return nil, fmt.Errorf("engine: %w: QP number %d beyond 24 bits", ibv.ErrInvalidArgument, ibq.Num())
 	}
 	q := newQP(e, ibq)
+	if q.typ == ibv.DC {
+		q.dc = newDCTable(q)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -276,6 +280,9 @@ func (e *Engine) Deliver(b *Batch, pkt []byte, link Link) {
 
 func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	q := e.lookup(p.DestQPN)
+	if q != nil && q.dc != nil {
+		q = q.dcRoute(p, link) // the record of the peer (dc.go)
+	}
 	if q == nil {
 		return
 	}
@@ -382,7 +389,7 @@ func (e *Engine) timerLoop() {
 		now := time.Now().UnixNano()
 		busy := false
 		for _, q := range list {
-			if q.tick(now) {
+			if q.tickAll(now) {
 				busy = true
 			}
 		}
@@ -392,7 +399,7 @@ func (e *Engine) timerLoop() {
 			e.ticking.Store(false)
 			e.mu.RLock()
 			for _, q := range e.qps {
-				if q.deadline.Load() != 0 {
+				if q.timerArmed() {
 					busy = true
 					break
 				}
@@ -419,19 +426,28 @@ func (e *Engine) PathFault(port uint8, addr string) {
 	hit := false
 	e.mu.RLock()
 	for _, q := range e.qps {
-		p := q.pathPtr.Load()
-		if p == nil || p.PortNum != port || p.Addr != addr {
+		if q.isDC() {
+			hit = q.dcPathFault(port, addr) || hit
 			continue
 		}
-		if dl := q.deadline.Load(); dl > 1 && q.deadline.CompareAndSwap(dl, 1) {
-			hit = true
-		}
-		// packets received before the fault say nothing about the broken path: the liveness
-		// timer (Config.Reliable) must not hold the expiry back by up to an ACK timeout
-		q.lastRx.Store(0)
+		hit = q.pathFault(port, addr) || hit
 	}
 	e.mu.RUnlock()
 	if hit {
 		e.forceKick()
 	}
+}
+
+// pathFault expires the ACK timer of q now if its primary path leads from port to addr and the
+// timer runs; it reports whether it did.
+func (q *QP) pathFault(port uint8, addr string) bool {
+	p := q.pathPtr.Load()
+	if p == nil || p.PortNum != port || p.Addr != addr {
+		return false
+	}
+	// packets received before the fault say nothing about the broken path: the liveness
+	// timer (Config.Reliable) must not hold the expiry back by up to an ACK timeout
+	defer q.lastRx.Store(0)
+	dl := q.deadline.Load()
+	return dl > 1 && q.deadline.CompareAndSwap(dl, 1)
 }

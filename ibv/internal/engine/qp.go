@@ -50,6 +50,9 @@ type QP struct {
 	failed []failedWQE
 
 	mcast []mcastJoin // the multicast groups the QP is attached to (Engine.mcMu)
+
+	// dc is the peer table of a DC QP, and of each of its peer records (dc.go); nil otherwise.
+	dc *dcTable
 }
 
 // attrs the engine keeps (set in Modify under both locks; read under either).
@@ -260,6 +263,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 		q.sq.draining = false
 	}
 	q.state.Store(uint32(to))
+	q.dcModified(to)
 	if to == ibv.StateRTS && q.typ == ibv.RC {
 		if locked {
 			q.rqMu.Unlock()
@@ -363,6 +367,7 @@ func (q *QP) flushRecvLocked() {
 // Destroy releases the QP; outstanding requests are dropped without completions.
 func (q *QP) Destroy() error {
 	q.dead.Store(true)
+	q.dcDestroy()
 	q.e.removeQP(q)
 	q.e.detachAll(q)
 	q.revokePlacement(nil)
@@ -440,6 +445,9 @@ type qpCounters struct {
 
 // Counters implements ibv.CounterReader.
 func (q *QP) Counters() ibv.QPCounters {
+	if q.isDC() {
+		return q.dcCounters()
+	}
 	c := &q.ctr
 	return ibv.QPCounters{LocalAckTimeoutErr: c.ackTimeout.Load(), PacketSeqErr: c.seqNak.Load(),
 		ImpliedNakSeqErr: c.impliedNak.Load(), RNRNakReceived: c.rnrNak.Load(), OutOfSequence: c.outOfSeq.Load(),

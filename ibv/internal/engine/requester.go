@@ -188,6 +188,9 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	if q.typ == ibv.UD {
 		return q.postUD(wr)
 	}
+	if q.isDC() {
+		return q.postDC(wr)
+	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s := &q.sq
@@ -195,7 +198,7 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 		return nil
 	}
-	if s.tail-s.head == uint64(len(s.wq)) {
+	if s.tail-s.head == uint64(len(s.wq)) && !q.growSendQueue() {
 		return fmt.Errorf("engine: %w: %d send requests outstanding", ibv.ErrQueueFull, len(s.wq))
 	}
 	w := s.slot(s.tail)
@@ -340,7 +343,7 @@ func (q *QP) sendPacket(w *swqe, k uint32, psn uint32) uint32 {
 	off := uint64(k) * mtu
 	segment := func() {
 		n := min(mtu, w.length-off)
-		if s.pbuf == nil {
+		if s.pbuf == nil && len(w.bufs) > 1 { // one buffer always gives a view
 			s.pbuf = make([]byte, 0, s.a.mtu)
 		}
 		payload, view = gather(w.bufs, off, int(n), s.pbuf[:0])
@@ -553,6 +556,7 @@ func (q *QP) onResponse(p *wire.Packet) {
 		}
 	}
 	q.completeLocked()
+	q.shrinkSendQueue()
 	q.pumpLocked()
 	if s.una != oldUna && !s.rnrWait {
 		if wire.PSNDiff(s.sent, s.una) > 0 {
@@ -629,7 +633,9 @@ func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 	q.e.log.Debug().Uint32("qp", q.num).Str("status", status.String()).Msg("engine: QP to ERROR: " + detail)
 	// the state changes before the completions appear, so a consumer that sees the error
 	// completion also sees the QP in ERROR
-	provider.SetState(q.ibq, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	if q.dc == nil { // a DC peer record fails alone: the DC QP stays in RTS for the other peers
+		provider.SetState(q.ibq, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal, Detail: detail})
+	}
 	q.flushAllLocked(status, nil)
 }
 
@@ -730,7 +736,7 @@ func (q *QP) tick(now int64) bool {
 	path := s.a.path
 	q.altArmed.Store(nil)
 	q.sqMu.Unlock()
-	_, ok := provider.MigrateAuto(q.ibq, fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
+	ok := q.migrateAuto(fmt.Sprintf("retries exhausted on path %s port %d", path.Addr, path.PortNum))
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	s.migrating = false

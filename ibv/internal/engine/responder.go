@@ -39,7 +39,9 @@ type responder struct {
 	rlen    uint64
 	rcvd    uint64
 
-	atomics [atomicCacheLen]atomicResult
+	// atomics is allocated at the first atomic executed (atomicCacheLen entries): a DC peer
+	// record that never sees one stays small (dc.go).
+	atomics []atomicResult
 
 	ackPending bool
 	ackLink    Link
@@ -50,7 +52,7 @@ type responder struct {
 func (r *responder) reset(psn uint32) {
 	r.closeMsg()
 	r.ePSN, r.msn, r.nakSent = psn, 0, false
-	r.atomics = [atomicCacheLen]atomicResult{}
+	clear(r.atomics)
 	r.ackPending = false
 	r.ackLink = nil
 }
@@ -218,6 +220,9 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 		if !ok {
 			return
 		}
+		if r.atomics == nil {
+			r.atomics = make([]atomicResult, atomicCacheLen)
+		}
 		r.atomics[p.PSN%atomicCacheLen] = atomicResult{psn: p.PSN, valid: true, value: v}
 		r.ePSN = wire.PSNAdd(r.ePSN, 1)
 		r.msn++
@@ -248,6 +253,9 @@ func (q *QP) duplicate(b *Batch, p *wire.Packet, link Link) {
 	case wire.OpReadReq:
 		_, _ = q.readResponses(p, link, p.PSN)
 	case wire.OpAtomic:
+		if r.atomics == nil {
+			return // no atomic executed yet: nothing to replay
+		}
 		a := r.atomics[p.PSN%atomicCacheLen]
 		if a.valid && a.psn == p.PSN {
 			q.reply(link, &wire.Header{Opcode: wire.OpAtomicAck, PSN: p.PSN, AETH: wire.AETH{MSN: r.msn & wire.PSNMask},
