@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -175,9 +176,9 @@ const eagerBytes = 4096
 func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
 	var err error
 	if o.kind == kPut {
-		err = w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+		err = w.put(ctx, o.src, o.target, o.off)
 	} else {
-		err = w.rt.Get(ctx, w.data, o.target, o.off, o.dst)
+		err = w.get(ctx, o.dst, o.target, o.off)
 	}
 	if err != nil {
 		return fmt.Errorf("window: issue to rank %d: %w", o.target, err)
@@ -196,7 +197,7 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 	var err error
 	switch {
 	case w.opt.native && o.kind == kCAS:
-		err = w.cas(ctx, o)
+		err = w.casElem(ctx, o)
 	case w.opt.native:
 		err = w.nativeApply(ctx, o)
 	case w.ep.Locked(tg) == LockExclusive:
@@ -224,7 +225,7 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 // one load, the combination on the stack and one store.
 func (w *Window) applyOne(ctx context.Context, o *op) error {
 	if o.kind == kCAS {
-		return w.cas(ctx, o)
+		return w.casElem(ctx, o)
 	}
 	if isInteger(o.typ) && (o.aop == OpSum || o.aop == OpReplace) {
 		if o.kind == kAcc { // the old value goes nowhere
@@ -237,7 +238,7 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		n = len(o.dst)
 	}
 	cur := w.word[:n] // the window's, not the stack's: rma's buffers escape
-	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur); err != nil {
+	if err := w.get(ctx, cur, o.target, o.off); err != nil {
 		return err
 	}
 	if o.kind == kGetAcc {
@@ -247,7 +248,7 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		return nil
 	}
 	combine(o.aop, o.typ, cur, o.src)
-	return w.rt.Put(ctx, cur, w.data, o.target, o.off)
+	return w.put(ctx, cur, o.target, o.off)
 }
 
 // ---- issue and completion ----
@@ -262,6 +263,9 @@ func (w *Window) completeAll(ctx context.Context) error {
 
 // complete does completeAll for one target (t ≥ 0) or for all (t < 0).
 func (w *Window) complete(ctx context.Context, t int) error {
+	if len(w.q) == 0 && len(w.pend) == 0 && w.nTouched == 0 {
+		return nil // nothing queued, in flight or carrying data: every operation ran at issue
+	}
 	err := w.issue(ctx, t)
 	if len(w.pend) == 0 && w.nTouched == 0 {
 		return err // nothing in flight, nothing carried data: the common case of ops run at issue
@@ -449,7 +453,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 		}
 		var e error
 		if o.kind == kCAS {
-			e = w.cas(ctx, o)
+			e = w.casElem(ctx, o)
 		} else {
 			e = w.getCombinePut(ctx, o)
 		}
@@ -464,7 +468,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 func (w *Window) accLock(ctx context.Context, tg int) error {
 	var b backoff
 	for {
-		old, err := w.rt.CompareSwap(ctx, w.sync, tg, offAccLock, 0, int64(w.me+1))
+		old, err := w.cas(ctx, tg, offAccLock, 0, int64(w.me+1))
 		if err != nil {
 			return fmt.Errorf("window: accumulate lock on rank %d: %w", tg, err)
 		}
@@ -528,33 +532,33 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 func (w *Window) fetchWord(ctx context.Context, o *op, dst []byte) error {
 	le := binary.LittleEndian
 	w32 := o.typ == Int32
-	var v int64
+	var v uint64
 	switch {
 	case o.aop == OpNoOp:
 	case w32:
-		v = int64(int32(le.Uint32(o.src)))
+		v = uint64(le.Uint32(o.src))
 	default:
-		v = int64(le.Uint64(o.src))
+		v = le.Uint64(o.src)
 	}
-	var rop rma.RmwOp
+	var aop accum.Op
 	switch {
 	case o.aop == OpReplace && w32:
-		rop = rma.Swap
+		aop = accum.OpSwap32
 	case o.aop == OpReplace:
-		rop = rma.SwapLong
+		aop = accum.OpSwap64
 	case w32:
-		rop = rma.FetchAndAdd
+		aop = accum.OpFetchAdd32
 	default:
-		rop = rma.FetchAndAddLong
+		aop = accum.OpFetchAdd64
 	}
-	old, err := w.rt.Rmw(ctx, rop, w.data, o.target, o.off, v)
+	old, err := w.rmw(ctx, w.data, o.target, o.off, aop, v, 0)
 	if err != nil {
 		return err
 	}
 	if w32 {
 		le.PutUint32(dst, uint32(old))
 	} else {
-		le.PutUint64(dst, uint64(old))
+		le.PutUint64(dst, old)
 	}
 	return nil
 }
@@ -567,22 +571,22 @@ func (w *Window) scratchN(n int) []byte {
 	return w.scratch[:n]
 }
 
-// cas is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
-func (w *Window) cas(ctx context.Context, o *op) error {
+// casElem is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
+func (w *Window) casElem(ctx context.Context, o *op) error {
 	le := binary.LittleEndian
 	if o.typ == Int32 {
-		old, err := w.rt.CompareSwap32(ctx, w.data, o.target, o.off, int32(le.Uint32(o.cmp)), int32(le.Uint32(o.src)))
+		old, err := w.rmw(ctx, w.data, o.target, o.off, accum.OpCmpSwap32, uint64(le.Uint32(o.src)), uint64(le.Uint32(o.cmp)))
 		if err != nil {
 			return err
 		}
 		le.PutUint32(o.dst, uint32(old))
 		return nil
 	}
-	old, err := w.rt.CompareSwap(ctx, w.data, o.target, o.off, int64(le.Uint64(o.cmp)), int64(le.Uint64(o.src)))
+	old, err := w.rmw(ctx, w.data, o.target, o.off, accum.OpCmpSwap64, le.Uint64(o.src), le.Uint64(o.cmp))
 	if err != nil {
 		return err
 	}
-	le.PutUint64(o.dst, uint64(old))
+	le.PutUint64(o.dst, old)
 	return nil
 }
 
@@ -596,7 +600,7 @@ func (w *Window) nativeBatch(ctx context.Context, sel []op, from, tg int) error 
 		}
 		var err error
 		if o.kind == kCAS {
-			err = w.cas(ctx, o)
+			err = w.casElem(ctx, o)
 		} else {
 			err = w.nativeApply(ctx, o)
 		}

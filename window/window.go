@@ -153,6 +153,9 @@ type Window struct {
 	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
 	// (see there).
 	spinMax, spin int
+	// mapSync[p], mapData[p]: direct rank p's part of the synchronization and data segments as
+	// this process maps it, taken at Create (nil: not direct or not mapped); see mapped.
+	mapSync, mapData [][]byte
 
 	// operations
 	qn []int // per target: operations of w.q to it
@@ -247,6 +250,7 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 			machine++
 		}
 	}
+	w.mapParts(ctx)
 	w.spinMax = spinBudget(machine, runtime.NumCPU())
 	w.spin = w.spinMax
 	return w, nil
