@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -189,9 +190,10 @@ func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
 // accAtOnce runs a one-element accumulate-class operation (at most 8 bytes) to a direct target
 // now, in the window's atomicity domain, and completes it before returning: on a SingleIntrinsic
 // window the target's native atomic; otherwise under the target's accumulate lock (not taken
-// inside an exclusive Lock epoch to the target, as in accBatch), where it is one rma atomic or
-// one load, combination and store through the mapped view. So a FetchAndOp to a same-node rank
-// is three CPU atomics (lock, operation, unlock), with no queue and no allocation.
+// inside an exclusive Lock epoch to the target, as in accBatch), where it is one load,
+// combination and store through the part mapped at Create (applyOne). So a FetchAndOp to a
+// same-node rank is the lock's compare-and-swap, a load and a store, and the unlock's swap, with
+// no queue and no allocation.
 func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 	tg := o.target
 	var err error
@@ -220,10 +222,26 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 }
 
 // applyOne applies the one-element accumulate-class operation o (at most 8 bytes) to a direct
-// target, with its accumulate lock held or under an exclusive Lock: CompareAndSwap is the native
-// compare-and-swap; an integer SUM or REPLACE one fetch-and-add or swap; NO_OP one load; the rest
-// one load, the combination on the stack and one store.
+// target, with its accumulate lock held or under an exclusive Lock. Through the part mapped at
+// Create it is one load, the combination and one store (applyWord); where rma has no mapping,
+// CompareAndSwap is the native compare-and-swap, an integer SUM or REPLACE one fetch-and-add or
+// swap, NO_OP one Get, the rest one Get, the combination on the stack and one Put.
 func (w *Window) applyOne(ctx context.Context, o *op) error {
+	n := len(o.src)
+	if o.kind != kAcc {
+		n = len(o.dst)
+	}
+	m, err := w.mapped(ctx, w.data, o.target)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		if o.off < 0 || o.off > len(m)-n {
+			return fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, o.off, n, o.target, len(m))
+		}
+		applyWord(o, m[o.off:o.off+n], w.word[:n])
+		return nil
+	}
 	if o.kind == kCAS {
 		return w.casElem(ctx, o)
 	}
@@ -232,10 +250,6 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 			return w.fetchWord(ctx, o, w.word[:len(o.src)])
 		}
 		return w.fetchWord(ctx, o, o.dst)
-	}
-	n := len(o.src)
-	if o.kind == kGetAcc {
-		n = len(o.dst)
 	}
 	cur := w.word[:n] // the window's, not the stack's: rma's buffers escape
 	if err := w.get(ctx, cur, o.target, o.off); err != nil {
@@ -249,6 +263,31 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 	}
 	combine(o.aop, o.typ, cur, o.src)
 	return w.put(ctx, cur, o.target, o.off)
+}
+
+// applyWord applies the one-element operation o to elem, the target element's bytes in memory
+// this process maps, with the target's accumulate lock held (or under an exclusive Lock, which
+// excludes every other access): one load into cur, the combination there and one store, none
+// for NO_OP or a compare that fails. The lock's compare-and-swap and swap order the load and the
+// store with every other accumulate-class operation to the element, so no atomic instruction is
+// needed on elem itself (the window's atomicity domain, AccOps).
+func applyWord(o *op, elem, cur []byte) {
+	copy(cur, elem)
+	switch o.kind {
+	case kCAS:
+		copy(o.dst, cur)
+		if bytes.Equal(cur, o.cmp) {
+			copy(elem, o.src)
+		}
+		return
+	case kGetAcc:
+		copy(o.dst, cur)
+	}
+	if o.aop == OpNoOp {
+		return
+	}
+	combine(o.aop, o.typ, cur, o.src)
+	copy(elem, cur)
 }
 
 // ---- issue and completion ----
