@@ -704,17 +704,17 @@ func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int
 		mask = 1<<32 - 1
 	}
 	if o == OpNoOp || o == OpReplace || (o == OpSum && isInteger(t)) {
-		rop := rma.FetchAndAddLong
+		aop := accum.OpFetchAdd64
 		switch {
 		case o == OpReplace && word == 4:
-			rop = rma.Swap
+			aop = accum.OpSwap32
 		case o == OpReplace:
-			rop = rma.SwapLong
+			aop = accum.OpSwap64
 		case word == 4:
-			rop = rma.FetchAndAdd
+			aop = accum.OpFetchAdd32
 		}
-		old, err := w.rt.Rmw(ctx, rop, w.data, tg, off, v)
-		return uint64(old) & mask, err
+		old, err := w.rmw(ctx, w.data, tg, off, aop, uint64(v), 0)
+		return old & mask, err
 	}
 	var cur, next [8]byte
 	var guess uint64
@@ -723,19 +723,13 @@ func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int
 		copy(next[:], cur[:])
 		combine(o, t, next[:word], in)
 		nv := le.Uint64(next[:])
-		var got uint64
+		aop := accum.OpCmpSwap64
 		if word == 4 {
-			g, err := w.rt.CompareSwap32(ctx, w.data, tg, off, int32(uint32(guess)), int32(uint32(nv)))
-			if err != nil {
-				return 0, err
-			}
-			got = uint64(uint32(g))
-		} else {
-			g, err := w.rt.CompareSwap(ctx, w.data, tg, off, int64(guess), int64(nv))
-			if err != nil {
-				return 0, err
-			}
-			got = uint64(g)
+			aop = accum.OpCmpSwap32
+		}
+		got, err := w.rmw(ctx, w.data, tg, off, aop, nv&mask, guess)
+		if err != nil {
+			return 0, err
 		}
 		if got == guess {
 			return guess, nil
