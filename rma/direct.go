@@ -80,8 +80,8 @@ func (s *Segment) releaseViews() {
 // CompareSwap32 on it from any rank, whichever process or provider executes them (they use the
 // same instructions: ibv.ApplyAtomic). Plain loads and stores are as Get and Put through the
 // view. The slice may be used until seg is freed or the runtime finalized; call Mapped again
-// after anything that may have done either. Errors: ErrFinalized, ErrBadRank, ErrPeerFailed,
-// ErrFreed.
+// after anything that may have done either. Errors: those of every operation's rank checks
+// (ErrFinalized, ErrBadRank, ErrPeerFailed, ErrExpelled, ctx's) and ErrFreed.
 func (r *Runtime) Mapped(ctx context.Context, seg *Segment, proc int) ([]byte, error) {
 	pe, err := r.peer(ctx, proc)
 	if err != nil {
