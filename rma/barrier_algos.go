@@ -121,19 +121,22 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 // pollUntilProbe.
 func (r *Runtime) await(ctx context.Context, slot int, id uint64, from int) error {
 	w := r.sys.local[8*slot : 8*slot+8]
-	wait := r.pollUntilProbe // with statistics on: it times the whole wait, spin included
-	if !r.stats {
+	cond := func() bool {
+		v, _ := accum.Load64(w)
+		return v >= id || r.anyFailedErr() != nil
+	}
+	var err error
+	if r.stats { // pollUntilProbe times the whole wait, spin included
+		err = r.pollUntilProbe(ctx, cond, r.liveness(ctx, from))
+	} else {
 		for i := 0; i < r.spin && !r.fail.any.Load(); i++ {
 			if v, _ := accum.Load64(w); v >= id {
 				return nil
 			}
 		}
-		wait = r.yieldUntil
+		// called directly, not through a func value: the closures then stay on the stack
+		err = r.yieldUntil(ctx, cond, r.liveness(ctx, from))
 	}
-	err := wait(ctx, func() bool {
-		v, _ := accum.Load64(w)
-		return v >= id || r.anyFailedErr() != nil
-	}, r.liveness(ctx, from))
 	if v, _ := accum.Load64(w); err == nil && v < id {
 		err = r.anyFailedErr() // a barrier needs every rank: it cannot complete now
 	}
