@@ -154,8 +154,19 @@ type oneSided struct {
 	cmp  int64
 }
 
+// bibwBytes is the memory of each rank's window and origin buffer in a benchmark: put_bibw puts
+// the operations of a window to consecutive places (osu_put_bibw: sbuf + j*size to disp +
+// j*size), so it needs window × the largest size; the others reuse the first size bytes.
+func bibwBytes(o Options, name string) int {
+	n := max(o.MaxSize, 8)
+	if name == "put_bibw" {
+		n *= max(o.Window, 1)
+	}
+	return n
+}
+
 func runOneSided(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, error) {
-	seg, err := rt.Malloc(ctx, max(o.MaxSize, 8))
+	seg, err := rt.Malloc(ctx, bibwBytes(o, s.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +177,7 @@ func runOneSided(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row
 		}
 		defer rt.DestroyMutexes(ctx)
 	}
-	b := &oneSided{rt: rt, seg: seg, buf: make([]byte, max(o.MaxSize, 8)), sync: o.Sync, me: rt.Rank(), peer: -1}
+	b := &oneSided{rt: rt, seg: seg, buf: make([]byte, bibwBytes(o, s.Name)), sync: o.Sync, me: rt.Rank(), peer: -1}
 	for i := range b.buf {
 		b.buf[i] = byte(i)
 	}
@@ -294,17 +305,25 @@ func (b *oneSided) latency(ctx context.Context, op func(context.Context, int) er
 	return usPer(time.Since(t0), iters), nil
 }
 
-// window issues n non-blocking operations to rank to and completes them (the flush).
+// window issues n non-blocking operations to rank to and completes them (the flush). put_bibw's
+// operation j moves bytes [j*size, (j+1)*size) of the origin buffer to the same place of the
+// target's window, as osu_put_bibw; the others move the first size bytes each time.
 func (b *oneSided) window(ctx context.Context, name string, size, n, to int) error {
-	rt, seg, buf := b.rt, b.seg, b.buf[:size]
+	rt, seg := b.rt, b.seg
+	stride := 0
+	if name == "put_bibw" {
+		stride = size
+	}
 	b.hs = b.hs[:0]
-	for range n {
+	for j := range n {
 		var h *rma.Handle
 		var err error
+		off := j * stride
+		buf := b.buf[off : off+size]
 		if name == "get_bw" {
-			h, err = rt.NbGet(ctx, seg, to, 0, buf)
+			h, err = rt.NbGet(ctx, seg, to, off, buf)
 		} else {
-			h, err = rt.NbPut(ctx, buf, seg, to, 0)
+			h, err = rt.NbPut(ctx, buf, seg, to, off)
 		}
 		if err != nil {
 			return err
@@ -333,6 +352,12 @@ func (b *oneSided) bandwidth(ctx context.Context, name string, size, window, ite
 				}
 			}
 			t0 = time.Now()
+		}
+		if bi && b.sync == SyncFence {
+			// osu_put_bibw's fence epoch: MPI_Win_fence, the window of puts, MPI_Win_fence
+			if err := rt.Barrier(ctx); err != nil {
+				return 0, err
+			}
 		}
 		if b.sync == SyncLock && active {
 			if err := rt.Lock(ctx, 0, b.peer); err != nil {

@@ -34,7 +34,7 @@ type winBench struct {
 // runWindow is runOneSided over an MPI window: created over an rma segment (o.Win == "create")
 // or allocated (default).
 func runWindow(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, error) {
-	n := max(o.MaxSize, 8)
+	n := bibwBytes(o, s.Name)
 	var w *window.Window
 	var err error
 	if o.Win == "create" {
@@ -208,10 +208,8 @@ func (b *winBench) access(ctx context.Context, name string, size int, g []int, n
 	if err := b.w.Start(ctx, g, 0); err != nil {
 		return err
 	}
-	for range n {
-		if err := b.op(ctx, name, size, g[0]); err != nil {
-			return err
-		}
+	if err := b.ops(ctx, name, size, n); err != nil { // g is {b.peer}
+		return err
 	}
 	return b.w.Complete(ctx)
 }
@@ -252,7 +250,10 @@ func (b *winBench) bandwidth(ctx context.Context, name string, size, window_, it
 		var err error
 		switch b.sync {
 		case SyncFence:
-			if active {
+			if bi { // osu_put_bibw's epoch: fence, the window of puts, fence
+				err = w.Fence(ctx, 0)
+			}
+			if active && err == nil {
 				err = b.ops(ctx, name, size, window_)
 			}
 			if err == nil {
@@ -310,9 +311,17 @@ func (b *winBench) bandwidth(ctx context.Context, name string, size, window_, it
 	return bytes / el.Seconds() / 1e6, nil
 }
 
+// ops queues n operations of benchmark name to the peer; put_bibw's operation j puts bytes
+// [j*size, (j+1)*size) of the origin buffer to the same place of the peer's window (osu_put_bibw).
 func (b *winBench) ops(ctx context.Context, name string, size, n int) error {
-	for range n {
-		if err := b.op(ctx, name, size, b.peer); err != nil {
+	for j := range n {
+		var err error
+		if name == "put_bibw" {
+			err = b.w.Put(ctx, b.buf[j*size:(j+1)*size], b.peer, j*size)
+		} else {
+			err = b.op(ctx, name, size, b.peer)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,9 @@
 package rma
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/goarmci/goarmci/ibv"
 )
 
@@ -63,4 +66,47 @@ func (s *Segment) releaseViews() {
 			v.Release()
 		}
 	}
+}
+
+// Mapped returns rank proc's whole part of seg as this process's loads and stores reach it:
+// this rank's own part, or a same-node peer's through the shared-memory view that Put, Get and
+// the atomics to it use (ARMCI's SMP path, [ARMCI]); nil, with no error, when proc is reached by
+// work requests only (a network peer, memory the provider cannot map, a queue pair not in RTS).
+// It checks what every operation to proc checks first (the runtime is alive, proc is a rank
+// and has not failed, the segment is not freed) and moves nothing.
+//
+// The bytes are the target's memory itself: a word changed with the CPU's atomic instructions
+// (sync/atomic on an aligned 4- or 8-byte word) is atomic with respect to Rmw, CompareSwap and
+// CompareSwap32 on it from any rank, whichever process or provider executes them (they use the
+// same instructions: ibv.ApplyAtomic). Plain loads and stores are as Get and Put through the
+// view. The slice may be used until seg is freed or the runtime finalized; call Mapped again
+// after anything that may have done either. Errors: those of every operation's rank checks
+// (ErrFinalized, ErrBadRank, ErrPeerFailed, ErrExpelled, ctx's) and ErrFreed.
+func (r *Runtime) Mapped(ctx context.Context, seg *Segment, proc int) ([]byte, error) {
+	pe, err := r.peer(ctx, proc)
+	if err != nil {
+		return nil, err
+	}
+	if seg.freed {
+		return nil, fmt.Errorf("%w: segment %d", ErrFreed, seg.id)
+	}
+	switch pe.route.kind {
+	case routeSelf:
+		return seg.local, nil
+	case routeNode:
+		if v := seg.view(pe); v != nil {
+			return v.Mem, nil
+		}
+	}
+	return nil, nil
+}
+
+// MappedStable reports whether slices Mapped returned for seg may still be used without calling
+// Mapped again: the runtime is not finalized, seg is not freed, no rank has been declared failed,
+// and operations to same-node peers need no membership check of their own (the lease of
+// failure.go, where some same-node peer could not be fenced through a pidfd). A few loads: a
+// caller that keeps Mapped's slices checks it before each use and calls Mapped (which returns
+// the error) when it is false.
+func (r *Runtime) MappedStable(seg *Segment) bool {
+	return !r.finalized.Load() && !seg.freed && !r.fail.any.Load() && !r.fail.lease
 }

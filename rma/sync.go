@@ -159,6 +159,11 @@ func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe fu
 			return nil
 		}
 	}
+	return r.yieldUntil(ctx, cond, probe)
+}
+
+// yieldUntil is pollUntilProbe after its spin: the yields, then the sleeps with probes.
+func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func() error) error {
 	for i := 0; i < r.yields; i++ {
 		if cond() {
 			return nil

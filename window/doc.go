@@ -39,8 +39,16 @@
 // epoch queued for that rank, a Put or Get of up to 4 KiB and a one-element Accumulate,
 // GetAccumulate, FetchAndOp or CompareAndSwap (at most 8 bytes) run inside the call, in the
 // window's atomicity domain, without queue or allocation; a one-element FetchAndOp there is the
-// accumulate lock, one CPU atomic or load–combine–store, and the unlock. Anything behind a queued
-// operation to the same rank is queued too, so accumulates still apply in program order.
+// accumulate lock, one load–combine–store, and the unlock. Anything behind a queued operation to
+// the same rank is queued too, so accumulates still apply in program order.
+//
+// Same-node path: the window maps the parts of its direct ranks (its data and synchronization
+// segments, rma's Runtime.Mapped) once, at Create, and while rma says they stay valid
+// (MappedStable: runtime alive, segment not freed, no rank failed) every lock word, flag,
+// counter, small copy and one-element operation to those ranks is the CPU's atomic instruction,
+// load or store on the mapped memory, without rma's per-call dispatch. The instructions are the
+// ones rma and the providers use for the same words (ibv.ApplyAtomic), so ranks on other nodes
+// that reach the same words with atomic work requests stay consistent with them.
 //
 // Accumulate atomicity: see AccOps. Every accumulate-class operation runs under a per-target
 // accumulate lock (a lock word taken with remote compare-and-swap), as Open MPI's osc/sm does:

@@ -186,10 +186,14 @@ func checkAssert(call string, a, allowed Assert) error {
 }
 
 func (e *Epochs) checkRank(call string, t int) error {
-	if t < 0 || t >= e.n {
-		return fmt.Errorf("%w: %s target %d of %d ranks", ErrRank, call, t, e.n)
+	if uint(t) < uint(e.n) { // inlined: the error is built out of line
+		return nil
 	}
-	return nil
+	return e.rankErr(call, t)
+}
+
+func (e *Epochs) rankErr(call string, t int) error {
+	return fmt.Errorf("%w: %s target %d of %d ranks", ErrRank, call, t, e.n)
 }
 
 // checkGroup validates a PSCW group: ranks in range, none repeated.

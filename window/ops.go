@@ -1,11 +1,13 @@
 package window
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 
+	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -175,9 +177,9 @@ const eagerBytes = 4096
 func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
 	var err error
 	if o.kind == kPut {
-		err = w.rt.Put(ctx, o.src, w.data, o.target, o.off)
+		err = w.put(ctx, o.src, o.target, o.off)
 	} else {
-		err = w.rt.Get(ctx, w.data, o.target, o.off, o.dst)
+		err = w.get(ctx, o.dst, o.target, o.off)
 	}
 	if err != nil {
 		return fmt.Errorf("window: issue to rank %d: %w", o.target, err)
@@ -188,15 +190,16 @@ func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
 // accAtOnce runs a one-element accumulate-class operation (at most 8 bytes) to a direct target
 // now, in the window's atomicity domain, and completes it before returning: on a SingleIntrinsic
 // window the target's native atomic; otherwise under the target's accumulate lock (not taken
-// inside an exclusive Lock epoch to the target, as in accBatch), where it is one rma atomic or
-// one load, combination and store through the mapped view. So a FetchAndOp to a same-node rank
-// is three CPU atomics (lock, operation, unlock), with no queue and no allocation.
+// inside an exclusive Lock epoch to the target, as in accBatch), where it is one load,
+// combination and store through the part mapped at Create (applyOne). So a FetchAndOp to a
+// same-node rank is the lock's compare-and-swap, a load and a store, and the unlock's swap, with
+// no queue and no allocation.
 func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 	tg := o.target
 	var err error
 	switch {
 	case w.opt.native && o.kind == kCAS:
-		err = w.cas(ctx, o)
+		err = w.casElem(ctx, o)
 	case w.opt.native:
 		err = w.nativeApply(ctx, o)
 	case w.ep.Locked(tg) == LockExclusive:
@@ -219,12 +222,28 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 }
 
 // applyOne applies the one-element accumulate-class operation o (at most 8 bytes) to a direct
-// target, with its accumulate lock held or under an exclusive Lock: CompareAndSwap is the native
-// compare-and-swap; an integer SUM or REPLACE one fetch-and-add or swap; NO_OP one load; the rest
-// one load, the combination on the stack and one store.
+// target, with its accumulate lock held or under an exclusive Lock. Through the part mapped at
+// Create it is one load, the combination and one store (applyWord); where rma has no mapping,
+// CompareAndSwap is the native compare-and-swap, an integer SUM or REPLACE one fetch-and-add or
+// swap, NO_OP one Get, the rest one Get, the combination on the stack and one Put.
 func (w *Window) applyOne(ctx context.Context, o *op) error {
+	n := len(o.src)
+	if o.kind != kAcc {
+		n = len(o.dst)
+	}
+	m, err := w.mapped(ctx, w.data, o.target)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		if o.off < 0 || o.off > len(m)-n {
+			return fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, o.off, n, o.target, len(m))
+		}
+		applyWord(o, m[o.off:o.off+n], w.word[:n])
+		return nil
+	}
 	if o.kind == kCAS {
-		return w.cas(ctx, o)
+		return w.casElem(ctx, o)
 	}
 	if isInteger(o.typ) && (o.aop == OpSum || o.aop == OpReplace) {
 		if o.kind == kAcc { // the old value goes nowhere
@@ -232,12 +251,8 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		}
 		return w.fetchWord(ctx, o, o.dst)
 	}
-	n := len(o.src)
-	if o.kind == kGetAcc {
-		n = len(o.dst)
-	}
 	cur := w.word[:n] // the window's, not the stack's: rma's buffers escape
-	if err := w.rt.Get(ctx, w.data, o.target, o.off, cur); err != nil {
+	if err := w.get(ctx, cur, o.target, o.off); err != nil {
 		return err
 	}
 	if o.kind == kGetAcc {
@@ -247,7 +262,32 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 		return nil
 	}
 	combine(o.aop, o.typ, cur, o.src)
-	return w.rt.Put(ctx, cur, w.data, o.target, o.off)
+	return w.put(ctx, cur, o.target, o.off)
+}
+
+// applyWord applies the one-element operation o to elem, the target element's bytes in memory
+// this process maps, with the target's accumulate lock held (or under an exclusive Lock, which
+// excludes every other access): one load into cur, the combination there and one store, none
+// for NO_OP or a compare that fails. The lock's compare-and-swap and swap order the load and the
+// store with every other accumulate-class operation to the element, so no atomic instruction is
+// needed on elem itself (the window's atomicity domain, AccOps).
+func applyWord(o *op, elem, cur []byte) {
+	copy(cur, elem)
+	switch o.kind {
+	case kCAS:
+		copy(o.dst, cur)
+		if bytes.Equal(cur, o.cmp) {
+			copy(elem, o.src)
+		}
+		return
+	case kGetAcc:
+		copy(o.dst, cur)
+	}
+	if o.aop == OpNoOp {
+		return
+	}
+	combine(o.aop, o.typ, cur, o.src)
+	copy(elem, cur)
 }
 
 // ---- issue and completion ----
@@ -262,6 +302,9 @@ func (w *Window) completeAll(ctx context.Context) error {
 
 // complete does completeAll for one target (t ≥ 0) or for all (t < 0).
 func (w *Window) complete(ctx context.Context, t int) error {
+	if len(w.q) == 0 && len(w.pend) == 0 && w.nTouched == 0 {
+		return nil // nothing queued, in flight or carrying data: every operation ran at issue
+	}
 	err := w.issue(ctx, t)
 	if len(w.pend) == 0 && w.nTouched == 0 {
 		return err // nothing in flight, nothing carried data: the common case of ops run at issue
@@ -449,7 +492,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 		}
 		var e error
 		if o.kind == kCAS {
-			e = w.cas(ctx, o)
+			e = w.casElem(ctx, o)
 		} else {
 			e = w.getCombinePut(ctx, o)
 		}
@@ -464,7 +507,7 @@ func (w *Window) accBatch(ctx context.Context, sel []op, from, tg int) (err erro
 func (w *Window) accLock(ctx context.Context, tg int) error {
 	var b backoff
 	for {
-		old, err := w.rt.CompareSwap(ctx, w.sync, tg, offAccLock, 0, int64(w.me+1))
+		old, err := w.cas(ctx, tg, offAccLock, 0, int64(w.me+1))
 		if err != nil {
 			return fmt.Errorf("window: accumulate lock on rank %d: %w", tg, err)
 		}
@@ -528,33 +571,33 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 func (w *Window) fetchWord(ctx context.Context, o *op, dst []byte) error {
 	le := binary.LittleEndian
 	w32 := o.typ == Int32
-	var v int64
+	var v uint64
 	switch {
 	case o.aop == OpNoOp:
 	case w32:
-		v = int64(int32(le.Uint32(o.src)))
+		v = uint64(le.Uint32(o.src))
 	default:
-		v = int64(le.Uint64(o.src))
+		v = le.Uint64(o.src)
 	}
-	var rop rma.RmwOp
+	var aop accum.Op
 	switch {
 	case o.aop == OpReplace && w32:
-		rop = rma.Swap
+		aop = accum.OpSwap32
 	case o.aop == OpReplace:
-		rop = rma.SwapLong
+		aop = accum.OpSwap64
 	case w32:
-		rop = rma.FetchAndAdd
+		aop = accum.OpFetchAdd32
 	default:
-		rop = rma.FetchAndAddLong
+		aop = accum.OpFetchAdd64
 	}
-	old, err := w.rt.Rmw(ctx, rop, w.data, o.target, o.off, v)
+	old, err := w.rmw(ctx, w.data, o.target, o.off, aop, v, 0)
 	if err != nil {
 		return err
 	}
 	if w32 {
 		le.PutUint32(dst, uint32(old))
 	} else {
-		le.PutUint64(dst, uint64(old))
+		le.PutUint64(dst, old)
 	}
 	return nil
 }
@@ -567,22 +610,22 @@ func (w *Window) scratchN(n int) []byte {
 	return w.scratch[:n]
 }
 
-// cas is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
-func (w *Window) cas(ctx context.Context, o *op) error {
+// casElem is CompareAndSwap on the target's native 32/64-bit compare-and-swap.
+func (w *Window) casElem(ctx context.Context, o *op) error {
 	le := binary.LittleEndian
 	if o.typ == Int32 {
-		old, err := w.rt.CompareSwap32(ctx, w.data, o.target, o.off, int32(le.Uint32(o.cmp)), int32(le.Uint32(o.src)))
+		old, err := w.rmw(ctx, w.data, o.target, o.off, accum.OpCmpSwap32, uint64(le.Uint32(o.src)), uint64(le.Uint32(o.cmp)))
 		if err != nil {
 			return err
 		}
 		le.PutUint32(o.dst, uint32(old))
 		return nil
 	}
-	old, err := w.rt.CompareSwap(ctx, w.data, o.target, o.off, int64(le.Uint64(o.cmp)), int64(le.Uint64(o.src)))
+	old, err := w.rmw(ctx, w.data, o.target, o.off, accum.OpCmpSwap64, le.Uint64(o.src), le.Uint64(o.cmp))
 	if err != nil {
 		return err
 	}
-	le.PutUint64(o.dst, uint64(old))
+	le.PutUint64(o.dst, old)
 	return nil
 }
 
@@ -596,7 +639,7 @@ func (w *Window) nativeBatch(ctx context.Context, sel []op, from, tg int) error 
 		}
 		var err error
 		if o.kind == kCAS {
-			err = w.cas(ctx, o)
+			err = w.casElem(ctx, o)
 		} else {
 			err = w.nativeApply(ctx, o)
 		}
@@ -661,17 +704,17 @@ func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int
 		mask = 1<<32 - 1
 	}
 	if o == OpNoOp || o == OpReplace || (o == OpSum && isInteger(t)) {
-		rop := rma.FetchAndAddLong
+		aop := accum.OpFetchAdd64
 		switch {
 		case o == OpReplace && word == 4:
-			rop = rma.Swap
+			aop = accum.OpSwap32
 		case o == OpReplace:
-			rop = rma.SwapLong
+			aop = accum.OpSwap64
 		case word == 4:
-			rop = rma.FetchAndAdd
+			aop = accum.OpFetchAdd32
 		}
-		old, err := w.rt.Rmw(ctx, rop, w.data, tg, off, v)
-		return uint64(old) & mask, err
+		old, err := w.rmw(ctx, w.data, tg, off, aop, uint64(v), 0)
+		return old & mask, err
 	}
 	var cur, next [8]byte
 	var guess uint64
@@ -680,19 +723,13 @@ func (w *Window) nativeWord(ctx context.Context, o Op, t Type, tg, off, word int
 		copy(next[:], cur[:])
 		combine(o, t, next[:word], in)
 		nv := le.Uint64(next[:])
-		var got uint64
+		aop := accum.OpCmpSwap64
 		if word == 4 {
-			g, err := w.rt.CompareSwap32(ctx, w.data, tg, off, int32(uint32(guess)), int32(uint32(nv)))
-			if err != nil {
-				return 0, err
-			}
-			got = uint64(uint32(g))
-		} else {
-			g, err := w.rt.CompareSwap(ctx, w.data, tg, off, int64(guess), int64(nv))
-			if err != nil {
-				return 0, err
-			}
-			got = uint64(g)
+			aop = accum.OpCmpSwap32
+		}
+		got, err := w.rmw(ctx, w.data, tg, off, aop, nv&mask, guess)
+		if err != nil {
+			return 0, err
 		}
 		if got == guess {
 			return guess, nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/xunix"
-	"github.com/goarmci/goarmci/rma"
 )
 
 // backoff paces a polling loop: it yields the processor to other processes (sched_yield) for a
@@ -147,13 +146,33 @@ func spinBudget(machineRanks, cores int) int {
 // probeEvery is how often a wait that has backed off to sleeps probes the ranks it waits for.
 const probeEvery = 100 * time.Millisecond
 
+// faa, swap and cas are the atomics on the 8-byte words of t's synchronization segment (rmw:
+// CPU atomics through the mapping for a direct t, rma's otherwise).
 func (w *Window) faa(ctx context.Context, t, off int, v int64) (int64, error) {
-	return w.rt.Rmw(ctx, rma.FetchAndAddLong, w.sync, t, off, v)
+	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) { // rmw's path, without its dispatch
+		old, err := accum.FetchAdd64(m[off:off+8], uint64(v))
+		return int64(old), err
+	}
+	old, err := w.rmw(ctx, w.sync, t, off, accum.OpFetchAdd64, uint64(v), 0)
+	return int64(old), err
 }
 
 func (w *Window) swap(ctx context.Context, t, off int, v uint64) error {
-	_, err := w.rt.Rmw(ctx, rma.SwapLong, w.sync, t, off, int64(v))
+	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) {
+		_, err := accum.Swap64(m[off:off+8], v)
+		return err
+	}
+	_, err := w.rmw(ctx, w.sync, t, off, accum.OpSwap64, v, 0)
 	return err
+}
+
+func (w *Window) cas(ctx context.Context, t, off int, cmp, v int64) (int64, error) {
+	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) {
+		old, err := accum.CmpSwap64(m[off:off+8], uint64(cmp), uint64(v))
+		return int64(old), err
+	}
+	old, err := w.rmw(ctx, w.sync, t, off, accum.OpCmpSwap64, uint64(v), uint64(cmp))
+	return int64(old), err
 }
 
 // ---- fence ----
@@ -358,7 +377,7 @@ func (w *Window) acquire(ctx context.Context, l LockType, t int) error {
 	var b backoff
 	for {
 		if l == LockExclusive {
-			old, err := w.rt.CompareSwap(ctx, w.sync, t, offLock, 0, lockWriter)
+			old, err := w.cas(ctx, t, offLock, 0, lockWriter)
 			if err != nil {
 				return fmt.Errorf("window: Lock(exclusive, %d): %w", t, err)
 			}

@@ -39,8 +39,9 @@ import (
 // an unlock (three remote operations where it was one), unless it shares the flush with others or
 // runs under an exclusive lock; SingleIntrinsic makes it one atomic again and arrays slow. To a
 // same-node rank with nothing queued for it, a one-element operation runs at issue (see the
-// package doc): the same lock, operation and unlock, as three CPU atomics or loads and stores
-// through the mapped view, in the same domain.
+// package doc): the same lock, operation and unlock, as the lock's compare-and-swap, a load and a
+// store of the element, and the unlock's swap on the mapped memory, in the same domain (the lock
+// orders the load and store with every other accumulate-class operation to the element).
 // rma-level accumulates that bypass the window (rt.Acc on a Create'd window's segment) are
 // outside either domain, as MPI leaves accesses outside the window interface undefined.
 type AccOps uint8
@@ -153,6 +154,9 @@ type Window struct {
 	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
 	// (see there).
 	spinMax, spin int
+	// mapSync[p], mapData[p]: direct rank p's part of the synchronization and data segments as
+	// this process maps it, taken at Create (nil: not direct or not mapped); see mapped.
+	mapSync, mapData [][]byte
 
 	// operations
 	qn []int // per target: operations of w.q to it
@@ -247,6 +251,7 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 			machine++
 		}
 	}
+	w.mapParts(ctx)
 	w.spinMax = spinBudget(machine, runtime.NumCPU())
 	w.spin = w.spinMax
 	return w, nil

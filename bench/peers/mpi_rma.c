@@ -100,6 +100,18 @@ static double latency(const char *name, long size) {
     return t;
 }
 
+/* window_ops issues the operations of one window to peer; put_bibw's operation j puts bytes
+ * [j*size, (j+1)*size) of sbuf to the same place of the peer's window, as osu_put_bibw. */
+static void window_ops(const char *name, long size, int peer) {
+    int bi = !strcmp(name, "put_bibw");
+    for (int j = 0; j < o.window; j++) {
+        if (bi)
+            MPI_Put(sbuf + j * size, (int)size, MPI_CHAR, peer, j * size, (int)size, MPI_CHAR, win);
+        else
+            op(name, size, peer);
+    }
+}
+
 static double bandwidth(const char *name, long size) {
     int iters, skip;
     counts(&o, 1, size, &iters, &skip);
@@ -118,7 +130,7 @@ static double bandwidth(const char *name, long size) {
             if (bi || rank == 1) MPI_Win_post(peer_group, 0, win);
             if (active) {
                 MPI_Win_start(peer_group, 0, win);
-                for (int j = 0; j < o.window; j++) op(name, size, peer);
+                window_ops(name, size, peer);
                 MPI_Win_complete(win);
             }
             if (bi || rank == 1) MPI_Win_wait(win);
@@ -134,9 +146,10 @@ static double bandwidth(const char *name, long size) {
             if (bi && !fence) MPI_Barrier(MPI_COMM_WORLD);
             t0 = MPI_Wtime();
         }
+        if (fence && bi) MPI_Win_fence(0, win); /* osu_put_bibw: fence, the window, fence */
         if (active) {
             if (lock) MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
-            for (int j = 0; j < o.window; j++) op(name, size, peer);
+            window_ops(name, size, peer);
             if (lock) MPI_Win_unlock(peer, win);
             else if (!fence) MPI_Win_flush(peer, win);
         }
@@ -199,6 +212,7 @@ int main(int argc, char **argv) {
     long lo = o.min_size > specs[k].min ? o.min_size : specs[k].min;
     long hi = (o.max_size > 0 && o.max_size < specs[k].max) ? o.max_size : specs[k].max;
     long wbytes = hi < 8 ? 8 : hi;
+    if (!strcmp(o.name, "put_bibw")) wbytes *= o.window; /* consecutive places per window */
     sbuf = malloc(wbytes);
     rbuf = malloc(wbytes);
     fill_source(sbuf, wbytes);
