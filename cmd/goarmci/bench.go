@@ -145,6 +145,9 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		defer stop()
 		return runNPB(ctx, stdout, stderr, args[1:])
 	}
+	if name, ok := scaleSimName(args); ok { // barrier, qp-setup, apm -sim: bench_scale.go
+		return runScaleSim(stdout, stderr, name, args)
+	}
 	for _, a := range args {
 		if bench.IsScenario(a) { // rails, hotspot, fault, interleave: the multi-rail testbed
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -113,7 +113,7 @@ func (f *Fabric) sendCopy(src, dst *port, bits, dbits uint8, hdr, payload []byte
 	var skip time.Duration // a replica's head start: the first link, crossed by the original
 	if replica && len(route) > 1 {
 		route = route[1:]
-		skip = f.net.t.LinkLatency
+		skip = f.net.t.LinkLatency + f.net.t.HostGap
 		if r := f.net.t.LinkRate; r > 0 {
 			skip += time.Duration(int64(len(hdr)+len(payload)) * int64(time.Second) / r)
 		}
