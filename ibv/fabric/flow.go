@@ -66,7 +66,7 @@ type flowQ struct {
 type hopState struct {
 	rate    int64         // bytes/s, 0: infinite
 	gap     time.Duration // per packet, besides its bytes (FatTree.HostGap on a host's links)
-	rem     int64 // carried remainder of the service times (ns·bytes/s)
+	rem     int64         // carried remainder of the service times (ns·bytes/s)
 	down    bool
 	busy    bool
 	freeAt  time.Duration
