@@ -367,7 +367,8 @@ type HopStats struct {
 	Packets, Bytes uint64
 	// Lost: packets lost at the hop while it was down.
 	Lost uint64
-	// Busy is the virtual time the hop spent sending them (Bytes at its rates).
+	// Busy is the virtual time the hop spent sending them (Bytes at its rates, and HostGap per
+	// packet on a host's link).
 	Busy time.Duration
 	// Queued is the number of packets waiting for the hop now.
 	Queued int

@@ -181,11 +181,13 @@ func TestMulticastPartition(t *testing.T) {
 }
 
 // On a fat tree the leaf switch copies a multicast packet: the sender's link to its leaf carries
-// it once, each member's link from its leaf carries its own copy, and every member gets it.
+// it once (busy for the host's per-packet cost, HostGap, and its bytes), each member's link from
+// its leaf carries its own copy, and every member gets it.
 func TestMulticastSwitchReplication(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const nodes = 8
-		tree := &fabric.FatTree{Leaves: 2, Spines: 1, HostsPerLeaf: 4, LinkRate: 1e8, LinkLatency: time.Microsecond}
+		tree := &fabric.FatTree{Leaves: 2, Spines: 1, HostsPerLeaf: 4, LinkRate: 1e8, LinkLatency: time.Microsecond,
+			HostGap: 3 * time.Microsecond}
 		f, devs := newFabric(t, fabric.Config{Nodes: nodes, Topology: tree})
 		ms := make([]*mcastNode, nodes)
 		for i := range ms {
@@ -202,6 +204,7 @@ func TestMulticastSwitchReplication(t *testing.T) {
 		up, err := f.HopStats(fabric.Hop{Rail: 1, From: fabric.Host(1), To: fabric.Leaf(0)})
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), up.Packets, "the sender's link carries the datagram once")
+		assert.Equal(t, 3*time.Microsecond+time.Duration(up.Bytes)*10*time.Nanosecond, up.Busy, "gap + bytes at 100 MB/s")
 		for i := range nodes {
 			if i == 1 {
 				continue
