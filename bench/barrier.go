@@ -11,14 +11,14 @@ import (
 
 // allBarrierAlgs are the algorithms of the barrier benchmark, by name ([Kini03 §3] in docs/references.md).
 var allBarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast,
-	rma.BarrierRGM, rma.BarrierMessage}
+	rma.BarrierRGM, rma.BarrierMessage, rma.BarrierMessagePairwise}
 
-// barrierAlgs resolves the -alg option: "" or "all" = every algorithm but BarrierMessage (the
-// point-to-point baseline needs a network device on every rank: ask for it by name), else a
-// comma list.
+// BarrierAlgs resolves the -alg option (errors wrap ErrOptions): "" or "all" = every algorithm
+// but the point-to-point baselines BarrierMessage and BarrierMessagePairwise (they need a network
+// device on every rank: ask for them by name), else a comma list.
 func BarrierAlgs(spec string) ([]rma.BarrierAlg, error) {
 	if spec == "" || spec == "all" {
-		return allBarrierAlgs[:len(allBarrierAlgs)-1], nil
+		return allBarrierAlgs[:len(allBarrierAlgs)-2], nil
 	}
 	var out []rma.BarrierAlg
 	for _, name := range strings.Split(spec, ",") {
@@ -30,7 +30,7 @@ func BarrierAlgs(spec string) ([]rma.BarrierAlg, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: barrier algorithm %q (have dissemination, pairwise, gather-broadcast, rgm, message)", ErrOptions, name)
+			return nil, fmt.Errorf("%w: barrier algorithm %q (have dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise)", ErrOptions, name)
 		}
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -33,8 +34,9 @@ type SimModel struct {
 	MessageCost time.Duration
 	// LinkRate is every link's capacity in bytes/s (default 1 GB/s).
 	LinkRate int64
-	// Poll is the ranks' sleep between two polls of a wait (rma.Config.NetworkPoll, default
-	// 1 µs): the figures' resolution.
+	// Poll is the ranks' sleep between two polls of a wait (rma.Config.NetworkPoll): the
+	// figures' resolution. Default 1 µs, N/256 µs for jobs of N > 256 ranks (every poll of every
+	// rank is an event of the simulation: the machine's time grows with N × barrier time / Poll).
 	Poll time.Duration
 }
 
@@ -48,14 +50,23 @@ func (m SimModel) withDefaults() SimModel {
 	if m.LinkRate == 0 {
 		m.LinkRate = 1e9
 	}
+	return m
+}
+
+// bigJob is the job size above which the defaults trade resolution and iterations for the
+// machine's time (SimModel.Poll, BarrierSimOptions.Iters).
+const bigJob = 256
+
+// forJob is the model of a job of n ranks: the default poll step for n.
+func (m SimModel) forJob(n int) SimModel {
 	if m.Poll == 0 {
-		m.Poll = time.Microsecond
+		m.Poll = time.Microsecond * time.Duration(max(1, n/bigJob))
 	}
 	return m
 }
 
 func (m SimModel) check() error {
-	if m.LinkLatency < 0 || m.MessageCost < 0 || m.LinkRate < 1 || m.Poll <= 0 {
+	if m.LinkLatency < 0 || m.MessageCost < 0 || m.LinkRate < 1 || m.Poll < 0 {
 		return fmt.Errorf("%w: scale model: latency %v, message cost %v, rate %d B/s, poll %v",
 			ErrOptions, m.LinkLatency, m.MessageCost, m.LinkRate, m.Poll)
 	}
@@ -64,8 +75,12 @@ func (m SimModel) check() error {
 
 // header describes the model in a result's header.
 func (m SimModel) header() string {
-	return fmt.Sprintf("Model: one switch, links of %v latency and %g GB/s, %v per packet on a host's link, polls every %v; virtual time",
-		m.LinkLatency, float64(m.LinkRate)/1e9, m.MessageCost, m.Poll)
+	poll := fmt.Sprintf("polls every %v", m.Poll)
+	if m.Poll == 0 {
+		poll = fmt.Sprintf("polls every 1µs (N/%d µs above %d ranks)", bigJob, bigJob)
+	}
+	return fmt.Sprintf("Model: one switch, links of %v latency and %g GB/s, %v per packet on a host's link, %s; virtual time",
+		m.LinkLatency, float64(m.LinkRate)/1e9, m.MessageCost, poll)
 }
 
 // fabricConfig is the fabric of a job of n ranks on the model.
@@ -88,10 +103,12 @@ type BarrierSimOptions struct {
 	Model SimModel
 	// Ranks are the job sizes, one row each (default DefaultBarrierSimRanks).
 	Ranks []int
-	// Algs are the algorithms, one column each (default all five, BarrierMessage the baseline).
+	// Algs are the algorithms, one column each (default all six; the speed-ups are over
+	// BarrierMessagePairwise, [Kini03 §5]'s MPI-PE, else over BarrierMessage).
 	Algs []rma.BarrierAlg
-	// Iters is the number of timed barriers per algorithm (default 10), after Warmup (default 2:
-	// they also connect the peers of a job connected on demand).
+	// Iters is the number of timed barriers per algorithm (default 10; 3 above 256 ranks), after
+	// Warmup (default 2, 1 above 256 ranks: they also connect the peers of a job connected on
+	// demand).
 	Iters, Warmup int
 	// Progress, when set, is called after every job size with its wall time.
 	Progress func(ranks int, wall time.Duration)
@@ -113,7 +130,9 @@ func barrierAlgLabel(a rma.BarrierAlg) string {
 	case rma.BarrierRGM:
 		return "RGM"
 	case rma.BarrierMessage:
-		return "p2p"
+		return "p2p central"
+	case rma.BarrierMessagePairwise:
+		return "p2p PE"
 	}
 	return a.String()
 }
@@ -121,8 +140,8 @@ func barrierAlgLabel(a rma.BarrierAlg) string {
 // BarrierSim measures every barrier algorithm of o.Algs at every job size of o.Ranks on the scale
 // model (see SimModel) and returns two tables: the latencies (µs per barrier: the slowest rank's
 // mean over o.Iters consecutive barriers) and each algorithm's speed-up over the point-to-point
-// baseline (BarrierMessage's latency / the algorithm's, [Kini03 §5]'s "factor of improvement";
-// only when o.Algs has BarrierMessage). bubble runs its function inside a testing/synctest bubble
+// baseline (the baseline's latency / the algorithm's, [Kini03 §5]'s "factor of improvement";
+// only when o.Algs has a baseline: BarrierMessagePairwise, else BarrierMessage). bubble runs its function inside a testing/synctest bubble
 // (see HotspotSim); ctx must not come from outside the bubble. Errors wrap ErrOptions, and rma's.
 func BarrierSim(ctx context.Context, o BarrierSimOptions, bubble func(func())) ([]*Result, error) {
 	o.Model = o.Model.withDefaults()
@@ -135,33 +154,32 @@ func BarrierSim(ctx context.Context, o BarrierSimOptions, bubble func(func())) (
 	if len(o.Algs) == 0 {
 		o.Algs = allBarrierAlgs
 	}
-	if o.Iters == 0 {
-		o.Iters = 10
-	}
-	if o.Warmup == 0 {
-		o.Warmup = 2
-	}
+
 	for _, n := range o.Ranks {
 		if n < 2 || n > 2048 {
 			return nil, fmt.Errorf("%w: barrier simulation: ranks %d (2..2048)", ErrOptions, n)
 		}
 	}
-	if o.Iters < 1 || o.Warmup < 1 {
+	if o.Iters < 0 || o.Warmup < 0 {
 		return nil, fmt.Errorf("%w: barrier simulation: iterations %d, warm-up %d", ErrOptions, o.Iters, o.Warmup)
 	}
 	lat := &Result{Name: "barrier", KeyLabel: "Ranks", Ranks: slices.Max(o.Ranks), Transport: "fabric (simulated)",
 		Title:  "# goarmci barrier simulation: latency of one barrier, us ([Kini03 §3])",
-		Header: []string{o.Model.header(), fmt.Sprintf("%d timed barriers after %d, the slowest rank's mean", o.Iters, o.Warmup)}}
-	base := slices.Index(o.Algs, rma.BarrierMessage)
+		Header: []string{o.Model.header(), iterHeader(o.Iters, o.Warmup)}}
+	base := slices.Index(o.Algs, rma.BarrierMessagePairwise)
+	if base < 0 {
+		base = slices.Index(o.Algs, rma.BarrierMessage)
+	}
 	var ratio *Result
 	if base >= 0 {
 		ratio = &Result{Name: "barrier-speedup", KeyLabel: "Ranks", Ranks: lat.Ranks, Transport: lat.Transport,
-			Title:  "# goarmci barrier simulation: speed-up over the point-to-point barrier (p2p latency / latency)",
+			Title: fmt.Sprintf("# goarmci barrier simulation: speed-up over the point-to-point barrier (%s latency / latency)",
+				barrierAlgLabel(o.Algs[base])),
 			Header: lat.Header}
 	}
-	for _, a := range o.Algs {
+	for i, a := range o.Algs {
 		lat.Columns = append(lat.Columns, barrierAlgLabel(a)+" (us)")
-		if ratio != nil && a != rma.BarrierMessage {
+		if ratio != nil && i != base {
 			ratio.Columns = append(ratio.Columns, barrierAlgLabel(a))
 		}
 	}
@@ -176,8 +194,8 @@ func BarrierSim(ctx context.Context, o BarrierSimOptions, bubble func(func())) (
 		lat.Rows = append(lat.Rows, Row{Size: n, Values: us})
 		if ratio != nil {
 			row := Row{Size: n}
-			for i, a := range o.Algs {
-				if a != rma.BarrierMessage {
+			for i := range o.Algs {
+				if i != base {
 					row.Values = append(row.Values, us[base]/us[i])
 				}
 			}
@@ -193,12 +211,25 @@ func BarrierSim(ctx context.Context, o BarrierSimOptions, bubble func(func())) (
 	return []*Result{lat, ratio}, nil
 }
 
+// iterHeader describes the iterations of BarrierSim.
+func iterHeader(iters, warmup int) string {
+	if iters == 0 && warmup == 0 {
+		return fmt.Sprintf("10 timed barriers after 2 (3 after 1 above %d ranks), the slowest rank's mean", bigJob)
+	}
+	return fmt.Sprintf("%d timed barriers after %d, the slowest rank's mean", cmp.Or(iters, 10), cmp.Or(warmup, 2))
+}
+
 // barrierJob runs one job of n ranks (call it inside a bubble): the latency of every algorithm
 // in µs.
 func barrierJob(ctx context.Context, o BarrierSimOptions, n int) ([]float64, error) {
+	if n > bigJob {
+		o.Iters, o.Warmup = cmp.Or(o.Iters, 3), cmp.Or(o.Warmup, 1)
+	}
+	o.Iters, o.Warmup = cmp.Or(o.Iters, 10), cmp.Or(o.Warmup, 2)
 	var mu sync.Mutex
 	worst := make([]time.Duration, len(o.Algs))
-	job := rmatest.FabricJob{Fabric: o.Model.fabricConfig(n), Configure: o.Model.configure}
+	m := o.Model.forJob(n)
+	job := rmatest.FabricJob{Fabric: m.fabricConfig(n), Configure: m.configure}
 	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
 		for i, a := range o.Algs {
 			for range o.Warmup {

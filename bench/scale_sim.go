@@ -84,7 +84,7 @@ func QPSetupSim(ctx context.Context, o QPSetupOptions, bubble func(func())) ([]*
 		start := time.Now()
 		var st onDemandStats
 		var err error
-		bubble(func() { st, err = onDemandJob(ctx, o.Model, n) })
+		bubble(func() { st, err = onDemandJob(ctx, o.Model.forJob(n), n) })
 		if err != nil {
 			return nil, fmt.Errorf("bench: qp-setup simulation, %d ranks: %w", n, err)
 		}

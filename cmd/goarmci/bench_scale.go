@@ -42,8 +42,9 @@ const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm -sim [flags]
 Scale figures on the simulated fabric (ibv/fabric), all ranks in this process, on the fabric's
 virtual clock (testing/synctest) where the model prices them (bench/README.md, "Scale on the
 simulated fabric"):
-  barrier   latency of every barrier algorithm of [Kini03 §3] and of the point-to-point barrier,
-            and their speed-up over it, per job size (-np, up to 2048)
+  barrier   latency of every barrier algorithm of [Kini03 §3] and of two point-to-point barriers
+            (central, pairwise exchange), and the speed-up over the pairwise one, per job size
+            (-np, up to 2048)
   qp-setup  connecting every pair of a job's ranks vs job size (-np): queue pairs, wall time of
             their creation and transitions on this machine, memory; eager and on demand
   apm       arming and migrating -qps queue pairs (APM, [Vishnu07 ch. 9]): wall time on this
@@ -73,7 +74,7 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	np := map[string]string{"barrier": "2,4,7,8,12,16,17,32,64,100,128,256,512,1024",
 		bench.ScaleQPSetup: "2,4,8,16,32,64,128,256,512,1024", bench.ScaleAPM: "4"}[name]
 	fs.StringVar(&f.np, "np", np, "job sizes (comma list of ranks)")
-	fs.StringVar(&f.alg, "alg", "", "barrier: algorithms (comma list of dissemination, pairwise, gather-broadcast, rgm, message; default all)")
+	fs.StringVar(&f.alg, "alg", "", "barrier: algorithms (comma list of dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; default all)")
 	fs.StringVar(&f.qps, "qps", "16,64,256,1024,2048", "apm: numbers of queue pairs (comma list)")
 	fs.IntVar(&f.iters, "iters", 0, "timed iterations (barrier: barriers per algorithm, default 10; apm: puts per migration round, default 20)")
 	fs.IntVar(&f.warmup, "warmup", 0, "barrier: untimed barriers per algorithm (default 2)")

@@ -21,7 +21,7 @@ func TestBenchBarrierSim(t *testing.T) {
 	} else {
 		require.Equal(t, 0, code, errOut)
 	}
-	assert.Contains(t, out, "ranks,RGM (us),p2p (us)")
+	assert.Contains(t, out, "ranks,RGM (us),p2p central (us)")
 	assert.Contains(t, out, "ranks,RGM")
 	for _, f := range []string{"barrier.csv", "barrier-speedup.csv"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
