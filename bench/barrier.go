@@ -10,8 +10,10 @@ import (
 )
 
 // allBarrierAlgs are the algorithms of the barrier benchmark, by name ([Kini03 §3] in docs/references.md).
+// BarrierMessage comes last: above 256 ranks its resends and NAKs slow the barriers measured
+// after it in a simulated job (see bench/README.md).
 var allBarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast,
-	rma.BarrierRGM, rma.BarrierMessage, rma.BarrierMessagePairwise}
+	rma.BarrierRGM, rma.BarrierMessagePairwise, rma.BarrierMessage}
 
 // BarrierAlgs resolves the -alg option (errors wrap ErrOptions): "" or "all" = every algorithm
 // but the point-to-point baselines BarrierMessage and BarrierMessagePairwise (they need a network

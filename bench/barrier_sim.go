@@ -214,10 +214,14 @@ func BarrierSim(ctx context.Context, o BarrierSimOptions, bubble func(func())) (
 // iterHeader describes the iterations of BarrierSim.
 func iterHeader(iters, warmup int) string {
 	if iters == 0 && warmup == 0 {
-		return fmt.Sprintf("10 timed barriers after 2 (3 after 1 above %d ranks), the slowest rank's mean", bigJob)
+		return fmt.Sprintf("10 timed barriers after 2 (3 after 1 above %d ranks), the slowest rank's mean; %v of quiet between algorithms", bigJob, settle)
 	}
-	return fmt.Sprintf("%d timed barriers after %d, the slowest rank's mean", cmp.Or(iters, 10), cmp.Or(warmup, 2))
+	return fmt.Sprintf("%d timed barriers after %d, the slowest rank's mean; %v of quiet between algorithms", cmp.Or(iters, 10), cmp.Or(warmup, 2), settle)
 }
+
+// settle is the virtual time the ranks of BarrierSim leave the network alone between two
+// algorithms.
+const settle = 50 * time.Millisecond
 
 // barrierJob runs one job of n ranks (call it inside a bubble): the latency of every algorithm
 // in µs.
@@ -247,7 +251,9 @@ func barrierJob(ctx context.Context, o BarrierSimOptions, n int) ([]float64, err
 			mu.Lock()
 			worst[i] = max(worst[i], d)
 			mu.Unlock()
-			// the next algorithm starts together
+			// the next algorithm starts together, on a quiet network: the datagrams and reads
+			// still in flight from this one (resends, NAKs) have drained
+			time.Sleep(settle)
 			if err := rt.BarrierWith(ctx, rma.BarrierDissemination); err != nil {
 				return err
 			}
