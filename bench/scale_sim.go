@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -251,8 +250,8 @@ func medianDuration(ds []time.Duration) time.Duration {
 type APMOptions struct {
 	// QPs are the numbers of queue pairs, one row each (default 16, 64, 256, 1024, 2048).
 	QPs []int
-	// Puts is the number of timed 8-byte puts while the queue pairs are idle (default 20); as
-	// many as fit run while they migrate.
+	// Puts is the number of timed 8-byte puts while the queue pairs are idle, and per round of
+	// migrations (at most one per migration; default 20).
 	Puts int
 	// Progress, when set, is called after every row with its wall time.
 	Progress func(qps int, wall time.Duration)
@@ -263,7 +262,8 @@ type APMOptions struct {
 // (loading the alternate path, Modify RTS→RTS with REARM, until the provider has probed it and
 // every one is ARMED) and of migrating all of them (manual migration, Modify to MIGRATED), and
 // the latency of an 8-byte RDMA write (put) on another queue pair between the two nodes, idle
-// and while the k queue pairs migrate (median and maximum). The fabric runs on real time here.
+// and between the migrations of the k queue pairs (one put after every k/Puts migrations, median
+// and maximum). The fabric runs on real time here.
 // Errors wrap ErrOptions, and the fabric's.
 func APMSim(ctx context.Context, o APMOptions) ([]*Result, error) {
 	if len(o.QPs) == 0 {
@@ -284,7 +284,7 @@ func APMSim(ctx context.Context, o APMOptions) ([]*Result, error) {
 		Title: "# goarmci APM arm and migration vs queue pairs ([Vishnu07 ch. 9])",
 		Header: []string{"Two fabric nodes, two paths (LMC 1); wall time on this machine",
 			"arm: load the alternate path of every queue pair until all are ARMED; migrate: manual migration of all",
-			"put: 8-byte RDMA write on another queue pair, posted and completed, idle and during the migrations"},
+			"put: 8-byte RDMA write on another queue pair, posted and completed, idle and between the migrations; medians of 5 rounds"},
 		Columns: []string{"arm all (ms)", "migrate all (ms)", "arm/QP (us)", "migrate/QP (us)",
 			"put idle (us)", "put in migration median (us)", "put in migration max (us)"}}
 	for _, k := range o.QPs {
@@ -393,26 +393,21 @@ func apmRow(ctx context.Context, k, puts int) (vals []float64, err error) {
 		if err != nil {
 			return nil, err
 		}
-		done := make(chan time.Duration)
-		go func() {
-			t := time.Now()
-			for _, p := range pairs {
-				if p.a.Modify(&ibv.QPAttr{PathMigState: ibv.Migrated}, ibv.AttrPathMigState) != nil {
-					break // reported below: the queue pair did not migrate
-				}
-			}
-			done <- time.Since(t)
-		}()
+		// migrate every queue pair, a put between every stride of migrations (the migrations'
+		// time is theirs alone)
 		var mig time.Duration
-		for mig == 0 {
-			d, err := put()
-			if err != nil {
-				<-done
-				return nil, err
+		stride := max(1, len(pairs)/puts)
+		for i, p := range pairs {
+			t := time.Now()
+			if err := p.a.Modify(&ibv.QPAttr{PathMigState: ibv.Migrated}, ibv.AttrPathMigState); err != nil {
+				return nil, fmt.Errorf("migrate: %w", err)
 			}
-			select {
-			case mig = <-done:
-			default:
+			mig += time.Since(t)
+			if i%stride == stride-1 && i < len(pairs)-1 {
+				d, err := put()
+				if err != nil {
+					return nil, err
+				}
 				during = append(during, d)
 			}
 		}
@@ -426,7 +421,7 @@ func apmRow(ctx context.Context, k, puts int) (vals []float64, err error) {
 	arm, mig := medianDuration(arms), medianDuration(migs)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	medDuring, maxDuring := math.NaN(), math.NaN() // no put fell within a migration
+	medDuring, maxDuring := 0.0, 0.0 // one queue pair: no put between migrations
 	if len(during) > 0 {
 		medDuring, maxDuring = us(medianDuration(during)), us(slices.Max(during))
 	}
