@@ -94,7 +94,7 @@ func TestBarrierAlgorithms(t *testing.T) {
 		res := runAll(t, n, bench.Options{Name: "barrier", Iterations: 20, Skip: 2})
 		require.Len(t, res.Rows, 1)
 		assert.Equal(t, n, res.Rows[0].Size)
-		assert.Equal(t, []string{"dissemination (us)", "pairwise (us)", "gather-broadcast (us)"}, res.Columns)
+		assert.Equal(t, []string{"dissemination (us)", "pairwise (us)", "gather-broadcast (us)", "rgm (us)"}, res.Columns)
 		for _, v := range res.Rows[0].Values {
 			assert.Greater(t, v, 0.0)
 		}

@@ -33,6 +33,10 @@ const (
 	// UD datagrams (every rank sends ARRIVE to rank 0 and waits for its RELEASE), with resends
 	// and NAKs for lost datagrams. It needs a network device on every rank (ErrBadOp otherwise).
 	BarrierMessage
+	// BarrierMessagePairwise is the pairwise exchange of BarrierPairwise with two-sided UD
+	// datagrams instead of RDMA ("MPI-PE", MPICH's barrier: [Kini03 §5]'s baseline), with
+	// resends for lost datagrams; it needs a network device on every rank (barrier_rgm.go).
+	BarrierMessagePairwise
 )
 
 func (a BarrierAlg) String() string {
@@ -47,6 +51,8 @@ func (a BarrierAlg) String() string {
 		return "rgm"
 	case BarrierMessage:
 		return "message"
+	case BarrierMessagePairwise:
+		return "message-pairwise"
 	}
 	return fmt.Sprintf("BarrierAlg(%d)", int(a))
 }
@@ -73,14 +79,14 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	case BarrierDissemination:
 		return r.Barrier(ctx)
 	case BarrierPairwise, BarrierGatherBroadcast, BarrierRGM:
-	case BarrierMessage:
+	case BarrierMessage, BarrierMessagePairwise:
 		if r.bq == nil && r.size > 1 {
 			return fmt.Errorf("%w: %w", ErrBadOp, errNoBarrierQP)
 		}
 	default:
 		return fmt.Errorf("%w: barrier algorithm %v", ErrBadOp, alg)
 	}
-	if alg == BarrierPairwise && r.size > 1<<pairwiseMaxRounds {
+	if (alg == BarrierPairwise || alg == BarrierMessagePairwise) && r.size > 1<<pairwiseMaxRounds {
 		return fmt.Errorf("%w: pairwise barrier of %d ranks (at most %d)", ErrBadOp, r.size, 1<<pairwiseMaxRounds)
 	}
 	if err := r.AllFence(ctx); err != nil {
@@ -101,6 +107,8 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 		return r.rgmBarrier(ctx, id)
 	case BarrierMessage:
 		return r.messageBarrier(ctx, id)
+	case BarrierMessagePairwise:
+		return r.messagePairwiseBarrier(ctx, id)
 	}
 	return r.gatherBarrier(ctx, id)
 }

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
 )
 
-// The gather + multicast barrier ("RGM", [Kini03 §3.3]) and the message-passing baseline
-// (BarrierMessage), both on a UD queue pair every rank opens at Init on its network device.
+// The gather + multicast barrier ("RGM", [Kini03 §3.3]) and the message-passing baselines
+// (BarrierMessage, BarrierMessagePairwise), all on a UD queue pair every rank opens at Init on its network device.
 //
 // RGM: arrivals are gathered up a tree of fan-in k (GOARMCI_BARRIER_FANIN, default 7, the
 // paper's best) with 8-byte atomic swaps of the barrier id into flag words, as the other RDMA
@@ -37,6 +38,10 @@ import (
 // timeout, rank 0 answers an ARRIVE of a barrier it has already released with another RELEASE,
 // and a rank whose RELEASE was lost learns the release from rank 0's release word (a NAK, as
 // RGM's).
+//
+// BarrierMessagePairwise is the pairwise exchange of BarrierPairwise over the same datagrams
+// (MPICH's MPI_Barrier of send/receive pairs, "MPI-PE", [Kini03 §5]'s baseline); lost datagrams
+// are resent (messagePairwiseBarrier).
 
 // Flag words of RGM in the system segment: the children's gather words are those of the
 // gather-broadcast barrier, extended to 15 children (words 48..62; word 63 is that barrier's
@@ -54,11 +59,26 @@ const (
 )
 
 // Barrier datagrams (16 bytes): kind, barrier id (8 bytes), sender rank (4 bytes), all
-// little-endian.
+// little-endian; a pairwise exchange's (msgExchange) also carries its slot (byte 13: peExtraSlot,
+// peReleaseSlot, or peRoundSlot + round).
 const (
-	msgArrive  = 1
-	msgRelease = 2
-	msgLen     = 16
+	msgArrive   = 1
+	msgRelease  = 2
+	msgExchange = 3
+	msgLen      = 16
+)
+
+// Slots of BarrierMessagePairwise's datagrams, as the flag words of BarrierPairwise: each has one
+// sender per job size, so the barrier ids received in it only grow. A rank also stores the last
+// id it sent in a slot into its flag word peSentWord + slot, where a partner whose datagram was
+// lost reads it (a NAK). Words 16..31 are free of dissemination rounds for jobs of at most 2^14
+// ranks, the most pairwise exchange takes.
+const (
+	peExtraSlot   = 0 // from rank me+P (an extra rank) to its partner me < N-P
+	peReleaseSlot = 1 // from rank me-P to the extra rank me
+	peRoundSlot   = 2 // + round k, from me XOR 2^k
+	peSlots       = peRoundSlot + pairwiseMaxRounds
+	peSentWord    = 16
 )
 
 // barrierQP is this rank's UD queue pair for barriers, and what it knows of the others'.
@@ -76,9 +96,10 @@ type barrierQP struct {
 	mcAH   *ibv.AH
 	qpns   []uint32
 	addrs  []ibv.AHAttr
-	ahs    []*ibv.AH // unicast, created on first use
-	arrive []uint64  // rank 0 (BarrierMessage): the last barrier id each rank arrived at
-	naks   uint64    // NAKs this rank sent (statistics, tests)
+	ahs    []*ibv.AH       // unicast, created on first use
+	arrive []uint64        // rank 0 (BarrierMessage): the last barrier id each rank arrived at
+	peRecv [peSlots]uint64 // BarrierMessagePairwise: the last barrier id received in each slot
+	naks   uint64          // NAKs this rank sent (statistics, tests)
 }
 
 const msgSlot = 64
@@ -291,6 +312,8 @@ func (r *Runtime) drain() {
 					if r.released(id) {
 						_ = r.sendMsg(from, msgRelease, id)
 					}
+				case m[0] == msgExchange && int(m[13]) < peSlots:
+					bq.peRecv[m[13]] = max(bq.peRecv[m[13]], id)
 				}
 			}
 			if wc.Status != ibv.WCWRFlushErr {
@@ -307,6 +330,11 @@ func (r *Runtime) drain() {
 
 // sendMsg sends a barrier datagram to rank to (unicast).
 func (r *Runtime) sendMsg(to int, kind byte, id uint64) error {
+	return r.sendMsgSlot(to, kind, 0, id)
+}
+
+// sendMsgSlot is sendMsg with a pairwise exchange's slot.
+func (r *Runtime) sendMsgSlot(to int, kind, slot byte, id uint64) error {
 	bq := r.bq
 	if bq.ahs[to] == nil {
 		ah, err := bq.pd.CreateAH(bq.addrs[to])
@@ -315,14 +343,19 @@ func (r *Runtime) sendMsg(to int, kind byte, id uint64) error {
 		}
 		bq.ahs[to] = ah
 	}
-	return r.postMsg(bq.ahs[to], bq.qpns[to], kind, id)
+	return r.postMsgSlot(bq.ahs[to], bq.qpns[to], kind, slot, id)
 }
 
 func (r *Runtime) postMsg(ah *ibv.AH, qpn uint32, kind byte, id uint64) error {
+	return r.postMsgSlot(ah, qpn, kind, 0, id)
+}
+
+func (r *Runtime) postMsgSlot(ah *ibv.AH, qpn uint32, kind, slot byte, id uint64) error {
 	m := make([]byte, msgLen)
 	m[0] = kind
 	binary.LittleEndian.PutUint64(m[1:], id)
 	binary.LittleEndian.PutUint32(m[9:], uint32(r.rank))
+	m[13] = slot
 	if err := r.bq.qp.PostSend(&ibv.SendWR{Opcode: ibv.OpSend, LocalBuf: m, AH: ah, RemoteQPN: qpn, QKey: r.bq.qkey}); err != nil {
 		return fmt.Errorf("rma: barrier datagram: %w", err)
 	}
@@ -482,4 +515,90 @@ func (r *Runtime) messageBarrier(ctx context.Context, id uint64) error {
 		}
 	}
 	return nil
+}
+
+// messagePairwiseBarrier is BarrierMessagePairwise for barrier id: the rounds of pairwiseBarrier
+// (the extra ranks beyond the largest power of two P report to me-P first and are released by
+// it last), each a datagram to the partner and a wait for the partner's. A rank whose partner's
+// datagram has not come within rgmNakFirst (doubling up to rgmNakMax) reads the id the partner
+// last sent in that slot from its flag word (a NAK by a one-sided read, as RGM's, answered even
+// after the partner has moved on).
+func (r *Runtime) messagePairwiseBarrier(ctx context.Context, id uint64) error {
+	n, me := r.size, r.rank
+	p := 1 << (bits.Len(uint(n)) - 1)
+	if me >= p {
+		if err := r.exchange(ctx, me-p, peExtraSlot, peReleaseSlot, id); err != nil {
+			return fmt.Errorf("rma: message-pairwise barrier: %w", err)
+		}
+		return nil
+	}
+	if me < n-p {
+		if err := r.awaitExchange(ctx, peExtraSlot, id, me+p); err != nil {
+			return fmt.Errorf("rma: message-pairwise barrier: waiting for rank %d: %w", me+p, err)
+		}
+	}
+	for k := 0; 1<<k < p; k++ {
+		if err := r.exchange(ctx, me^(1<<k), peRoundSlot+k, peRoundSlot+k, id); err != nil {
+			return fmt.Errorf("rma: message-pairwise barrier: round %d: %w", k, err)
+		}
+	}
+	if me < n-p {
+		if err := r.sendExchange(me+p, peReleaseSlot, id); err != nil {
+			return fmt.Errorf("rma: message-pairwise barrier: %w", err)
+		}
+	}
+	return nil
+}
+
+// exchange sends id to rank to in slot out and waits for to's datagram in slot in.
+func (r *Runtime) exchange(ctx context.Context, to, out, in int, id uint64) error {
+	if err := r.sendExchange(to, out, id); err != nil {
+		return err
+	}
+	return r.awaitExchange(ctx, in, id, to)
+}
+
+// sendExchange notes id in this rank's word of slot, then sends it to rank to.
+func (r *Runtime) sendExchange(to, slot int, id uint64) error {
+	w := r.sys.local[8*(peSentWord+slot) : 8*(peSentWord+slot)+8]
+	if v, _ := accum.Load64(w); v < id {
+		_ = accum.Store64(w, id) // only this rank writes its words
+	}
+	return r.sendMsgSlot(to, msgExchange, byte(slot), id)
+}
+
+// awaitExchange waits until slot holds id or more: it drains the barrier datagrams, probes rank
+// from while the wait is long (ErrPartition when it is cut off), ends with ErrPeerFailed when
+// some rank failed, and after each timeout reads from's word of the slot (a NAK).
+func (r *Runtime) awaitExchange(ctx context.Context, slot int, id uint64, from int) error {
+	bq := r.bq
+	cond := func() bool {
+		r.drain()
+		return bq.peRecv[slot] >= id || r.anyFailedErr() != nil
+	}
+	probe := r.liveness(ctx, from)
+	timeout := rgmNakFirst
+	for {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		err := r.pollUntilProbe(wctx, cond, probe)
+		expired := wctx.Err() != nil
+		cancel()
+		switch {
+		case bq.peRecv[slot] >= id:
+			return nil
+		case r.anyFailedErr() != nil:
+			return r.anyFailedErr()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !expired:
+			return err // the probe's
+		}
+		bq.naks++
+		v, err := r.atomicOp(ctx, ibv.OpAtomicFetchAdd, r.sys, from, 8*(peSentWord+slot), 0, 0)
+		if err != nil {
+			return fmt.Errorf("asking rank %d for its datagram: %w", from, err)
+		}
+		bq.peRecv[slot] = max(bq.peRecv[slot], v)
+		timeout = min(2*timeout, rgmNakMax)
+	}
 }

@@ -37,8 +37,9 @@ func (r *Runtime) openShm() error {
 // the network gets one RC connection per rail, the subchannels of its multirail channel ([Vishnu07]
 // §4.1.1).
 //
-// With Config.NetworkDevice set it opens that device instead, without fault tolerance (see
-// Config.NetworkDevice); errors wrap ErrConfig when it returns no device.
+// With Config.NetworkDevice set it opens that device instead, with the hybridft manager on its
+// UD queue pairs when Config.NetworkDeviceFT is set; errors wrap ErrConfig when it returns no
+// device.
 func (r *Runtime) openNet() error {
 	if r.cfg.NetworkDevice != nil {
 		dev, err := r.cfg.NetworkDevice()
@@ -48,7 +49,13 @@ func (r *Runtime) openNet() error {
 		if dev == nil {
 			return fmt.Errorf("%w: Config.NetworkDevice returned no device", ErrConfig)
 		}
-		return r.addNetwork(TransportTCP, dev, nil)
+		if !r.cfg.NetworkDeviceFT || !r.cfg.env.cfg.FT {
+			return r.addNetwork(TransportTCP, dev, nil)
+		}
+		r.closers = append(r.closers, dev.Close)
+		o := ftOptions(r.cfg.env.cfg)
+		o.CMDevice = dev
+		return r.addManaged(dev, o)
 	}
 	rails := r.cfg.Rails
 	if len(rails) == 0 {
@@ -80,13 +87,21 @@ func (r *Runtime) openNet() error {
 	}
 	r.closers = append(r.closers, dev.Close)
 	// Hybrid network fault tolerance [Vishnu09]: the manager's UD connection manager listens on
-	// every rail; it is closed before the device (closers run in reverse).
+	// every rail.
 	o := ftOptions(r.cfg.env.cfg)
-	o.Secret = r.secret.Bytes()
 	for _, pc := range ports {
 		host, _, _ := net.SplitHostPort(pc.Listen)
 		o.CMListen = append(o.CMListen, net.JoinHostPort(host, "0"))
 	}
+	return r.addManaged(dev, o)
+}
+
+// addManaged adds the network of dev (already among the closers) under a hybridft manager of
+// options o (its connection manager on o.CMListen or o.CMDevice): APM, software recovery,
+// partitions, on-demand connections [Vishnu09 §IV]. The manager is closed before the device
+// (closers run in reverse).
+func (r *Runtime) addManaged(dev *ibv.Context, o hybridft.Options) error {
+	o.Secret = r.secret.Bytes()
 	lg := r.log.With().Str("module", "hybridft").Logger()
 	o.Log = &lg
 	m, err := hybridft.NewManager(o)

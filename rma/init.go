@@ -104,10 +104,14 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		}
 	}
 	r.spin, r.yields = spinBudget(r.machineRanks, runtime.NumCPU()), pollYields
+	r.pollSleep, r.pollSleepMax = pollSleepFirst, pollSleepLast
 	if c.NetworkDevice != nil {
 		// ranks are goroutines of one process on a simulated network (Config.NetworkDevice):
 		// a wait sleeps at once, and a bubble's virtual time advances
 		r.spin, r.yields = 0, 0
+		if c.NetworkPoll > 0 {
+			r.pollSleep, r.pollSleepMax = c.NetworkPoll, c.NetworkPoll
+		}
 	}
 	anyLocal, anyRemote := false, false
 	for p := range r.peers {

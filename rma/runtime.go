@@ -90,19 +90,29 @@ type Config struct {
 	// any rank of the job has network peers; the runtime owns the device from then on and closes it at Finalize (or
 	// when Init fails). An error it returns fails Init, wrapped.
 	//
-	// With a given device the runtime runs without the hybridft manager, as GOARMCI_FT=false
-	// does: the runtime opens the manager's UD connection manager on real UDP sockets (one per
-	// rail), which cannot run inside a synctest bubble (running it on the given device instead,
-	// hybridft.Options.CMDevice, is not done yet). So there is no software recovery of broken
-	// connections [Vishnu09 §IV] (a connection that exhausts its retries fails its operations)
-	// and no on-demand connection setup: every network peer is connected at Init, whatever
-	// GOARMCI_ON_DEMAND_THRESHOLD says. Ranks with different HostIDs are network peers; give
-	// every rank its own HostID for a job of network peers only.
+	// With a given device the runtime runs without the hybridft manager (as GOARMCI_FT=false
+	// does) unless NetworkDeviceFT is set: its connections are plain RC (a connection that
+	// exhausts its retries fails its operations with ErrTransport) and every network peer is
+	// connected at Init, whatever GOARMCI_ON_DEMAND_THRESHOLD says. Ranks with different HostIDs
+	// are network peers; give every rank its own HostID for a job of network peers only.
 	//
 	// The ranks of such a job are goroutines of one process, so the runtime's waits neither spin
 	// nor sched_yield: they back off to sleeps at once (which pass in virtual time inside a
 	// bubble; a yielding wait would keep the bubble busy and cost a system call per poll).
 	NetworkDevice func() (*ibv.Context, error)
+	// NetworkDeviceFT runs the hybridft manager on the device of NetworkDevice, as over the tcp
+	// provider (GOARMCI_FT=false still turns it off), its UD connection manager on the device's
+	// UD queue pairs (hybridft.Options.CMDevice): software recovery of broken connections and
+	// ErrPartition after the partition timeout [Vishnu09 §IV], on-demand connection setup above
+	// GOARMCI_ON_DEMAND_THRESHOLD ranks, and APM where the device's ports have several LIDs.
+	// Every rank must set the same value. Off by default: on a fat tree with LMC paths, APM's
+	// alternate paths change where traffic goes (the striping figures assume they do not).
+	NetworkDeviceFT bool
+	// NetworkPoll, when positive with NetworkDevice, is the fixed sleep of a wait between two
+	// polls, instead of sleeps from 20 µs doubling to 1 ms: the time resolution of a simulation
+	// on virtual time (each poll of each waiting rank is an event of the bubble, so a shorter
+	// one costs more of the machine's time).
+	NetworkPoll time.Duration
 
 	env envDefaults
 }
@@ -143,6 +153,9 @@ type Runtime struct {
 	stats        bool         // communication statistics are counted (stats.go)
 	syncWaitNS   atomic.Int64 // statistics: time in synchronization waits (barriers, fences, locks, notify)
 	yields       int          // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
+	// a wait's sleeps between polls, from pollSleep doubling to pollSleepMax: pollSleepFirst and
+	// pollSleepLast, or Config.NetworkPoll for both on a given device (init.go)
+	pollSleep, pollSleepMax time.Duration
 
 	secret secret.Key // the job's: keys the tcp hellos and the CM's MACs (secret.go)
 

@@ -177,14 +177,14 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 			xunix.SchedYield()
 		}
 	}
-	d := 20 * time.Microsecond
+	d := r.pollSleep
 	probed := time.Now()
 	for !cond() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		time.Sleep(d)
-		d = min(2*d, time.Millisecond)
+		d = min(2*d, r.pollSleepMax)
 		if probe != nil && time.Since(probed) >= probeEvery {
 			if err := probe(); err != nil {
 				return err
@@ -212,6 +212,13 @@ func (r *Runtime) liveness(ctx context.Context, from int) func() error {
 		return nil
 	}
 }
+
+// pollUntil's sleeps between polls once it backed off (Runtime.pollSleep): the first, doubling to
+// the last.
+const (
+	pollSleepFirst = 20 * time.Microsecond
+	pollSleepLast  = time.Millisecond
+)
 
 // pollUntil's budget: polls before sleeping, and one Gosched in every pollGoschedEvery polls;
 // pollSpins polls before the first yield where ranks have cores of their own (spinBudget).

@@ -66,6 +66,10 @@ func benchList() []string {
 	for _, n := range bench.ScenarioNames() {
 		out = append(out, fmt.Sprintf("%-16s %s", n, "scenario on the multi-rail netns testbed (root; goarmci bench "+n+" -h)"))
 	}
+	out = append(out,
+		fmt.Sprintf("%-16s %s", "barrier -sim", "barrier algorithms at 2..1024 ranks on the simulated fabric (goarmci bench barrier -sim -h)"),
+		fmt.Sprintf("%-16s %s", bench.ScaleQPSetup+" -sim", "queue pair setup vs job size, eager and on demand (simulated fabric)"),
+		fmt.Sprintf("%-16s %s", bench.ScaleAPM+" -sim", "APM arm and migration vs queue pairs, put latency meanwhile (fabric devices)"))
 	return out
 }
 
@@ -144,6 +148,9 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return runNPB(ctx, stdout, stderr, args[1:])
+	}
+	if name, ok := scaleSimName(args); ok { // barrier, qp-setup, apm -sim: bench_scale.go
+		return runScaleSim(stdout, stderr, name, args)
 	}
 	for _, a := range args {
 		if bench.IsScenario(a) { // rails, hotspot, fault, interleave: the multi-rail testbed

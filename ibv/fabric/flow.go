@@ -64,8 +64,9 @@ type flowQ struct {
 }
 
 type hopState struct {
-	rate    int64 // bytes/s, 0: infinite
-	rem     int64 // carried remainder of the service times (ns·bytes/s)
+	rate    int64         // bytes/s, 0: infinite
+	gap     time.Duration // per packet, besides its bytes (FatTree.HostGap on a host's links)
+	rem     int64         // carried remainder of the service times (ns·bytes/s)
 	down    bool
 	busy    bool
 	freeAt  time.Duration
@@ -87,7 +88,11 @@ func newNetsim(f *Fabric, t FatTree) *netsim {
 		if t.UplinkRate != 0 && h.From.Kind != KindHost && h.To.Kind != KindHost {
 			rate = t.UplinkRate
 		}
-		n.hops = append(n.hops, hopState{rate: rate, flows: map[routeKey]*flowQ{}})
+		var gap time.Duration
+		if h.From.Kind == KindHost || h.To.Kind == KindHost {
+			gap = t.HostGap
+		}
+		n.hops = append(n.hops, hopState{rate: rate, gap: gap, flows: map[routeKey]*flowQ{}})
 	}
 	return n
 }
@@ -252,7 +257,7 @@ func (n *netsim) start(id int32, t time.Duration) {
 // service is the time a packet of size bytes occupies the hop.
 func (h *hopState) service(size int) time.Duration {
 	if h.rate <= 0 {
-		return 0
+		return h.gap
 	}
 	ns := int64(size) * int64(time.Second)
 	d := ns / h.rate
@@ -261,7 +266,7 @@ func (h *hopState) service(size int) time.Duration {
 		d++
 		h.rem -= h.rate
 	}
-	return time.Duration(d)
+	return time.Duration(d) + h.gap
 }
 
 // pick takes the next packet by deficit round robin over the backlogged flows.
@@ -362,7 +367,8 @@ type HopStats struct {
 	Packets, Bytes uint64
 	// Lost: packets lost at the hop while it was down.
 	Lost uint64
-	// Busy is the virtual time the hop spent sending them (Bytes at its rates).
+	// Busy is the virtual time the hop spent sending them (Bytes at its rates, and HostGap per
+	// packet on a host's link).
 	Busy time.Duration
 	// Queued is the number of packets waiting for the hop now.
 	Queued int

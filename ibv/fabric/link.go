@@ -85,11 +85,21 @@ func (f *Fabric) linkTo(k linkKey, src, dst *port) *link {
 // path bits dbits (the route in a Topology). It never blocks on the network: the packet is
 // queued on its link or in the network (or lost).
 func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) error {
+	_, err := f.sendCopy(src, dst, bits, dbits, hdr, payload, false)
+	return err
+}
+
+// sendCopy is send; with replica set, in a Topology, the packet is a switch's copy of one that
+// already crossed the sender's first link (multicast: the leaf switch replicates, [IBA] §10.5):
+// it starts at the route's second hop, one link latency and one service time of that first link
+// later, and does not load the first link again. up reports whether the route has a first link
+// (a packet to the sender's own node has none).
+func (f *Fabric) sendCopy(src, dst *port, bits, dbits uint8, hdr, payload []byte, replica bool) (up bool, err error) {
 	if src.down.Load() {
-		return fmt.Errorf("fabric: %w: port %d of node %d is down", ibv.ErrUnreachable, src.num, src.n.idx)
+		return false, fmt.Errorf("fabric: %w: port %d of node %d is down", ibv.ErrUnreachable, src.num, src.n.idx)
 	}
 	if src.num != dst.num {
-		return fmt.Errorf("fabric: %w: port %d of node %d and port %d of node %d are on different rails",
+		return false, fmt.Errorf("fabric: %w: port %d of node %d and port %d of node %d are on different rails",
 			ibv.ErrUnreachable, src.num, src.n.idx, dst.num, dst.n.idx)
 	}
 	var rk routeKey
@@ -98,14 +108,23 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 		rk = routeKey{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: dbits}
 		var err error
 		if route, err = f.net.route(rk); err != nil {
-			return err
+			return false, err
+		}
+	}
+	up = len(route) > 0
+	var skip time.Duration // a replica's head start: the first link, crossed by the original
+	if replica && len(route) > 1 {
+		route = route[1:]
+		skip = f.net.t.LinkLatency + f.net.t.HostGap
+		if r := f.net.t.LinkRate; r > 0 {
+			skip += time.Duration(int64(len(hdr)+len(payload)) * int64(time.Second) / r)
 		}
 	}
 	src.tx.Add(1)
 	l := f.linkTo(linkKey{src: int32(src.n.idx), dst: int32(dst.n.idx), rail: src.num, bits: bits}, src, dst)
 	if l == nil {
 		src.lost.Add(1)
-		return nil // nobody there: lost in the network, as a packet to a dead host
+		return up, nil // nobody there: lost in the network, as a packet to a dead host
 	}
 	now := f.Now()
 	rules := *f.rules.Load()
@@ -130,7 +149,7 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 		l.mu.Unlock()
 		l.lost.Add(1)
 		src.lost.Add(1)
-		return nil
+		return up, nil
 	}
 	copies := 1
 	if dup {
@@ -140,7 +159,7 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 		bp := bufPool.Get().(*[]byte)
 		*bp = append(append((*bp)[:0], hdr...), payload...)
 		if f.net != nil {
-			at := max(now+delay+hold, l.injAt)
+			at := max(now+delay+hold+skip, l.injAt)
 			l.injAt = at
 			f.net.inject(l, rk, route, bp, at, now)
 		} else {
@@ -148,7 +167,7 @@ func (f *Fabric) send(src, dst *port, bits, dbits uint8, hdr, payload []byte) er
 		}
 	}
 	l.mu.Unlock()
-	return nil
+	return up, nil
 }
 
 // push queues a packet for delivery at p.due; it is lost when the link has stopped.

@@ -11,9 +11,10 @@ import (
 // per multicast LID, the ports of the nodes with a queue pair attached (joined through the
 // engine's McastTransport), and replicates a multicast packet to every one of them, the
 // sender's own node included. Each copy then travels as a packet of its own on the link from
-// the sender to that member (with a Topology: on that member's route), so the plan's rules —
-// seeded loss, delay, partitions, down ports — act on every receiver's copy independently, and
-// a lost copy is not sent again (UD).
+// the sender to that member; with a Topology, on that member's route, except that the sender's
+// first link is crossed once (the leaf switch makes the copies). The plan's rules — seeded
+// loss, delay, partitions, down ports — act on every receiver's copy independently, and a lost
+// copy is not sent again (UD).
 
 type mcastKey struct {
 	rail uint8
@@ -114,10 +115,13 @@ func (t *transport) SendMcast(path ibv.AHAttr, hdr, payload []byte) error {
 		}
 	}
 	f.mu.RUnlock()
+	replica := false // a copy has crossed the sender's first link: the switch copies it
 	for _, dst := range dsts {
-		if err := f.send(src, dst, path.SrcPathBits, 0, hdr, payload); err != nil {
+		up, err := f.sendCopy(src, dst, path.SrcPathBits, 0, hdr, payload, replica)
+		if err != nil {
 			f.log.Debug().Err(err).Int("node", dst.n.idx).Msg("fabric: multicast copy lost")
 		}
+		replica = replica || up && err == nil
 	}
 	return nil
 }

@@ -179,3 +179,39 @@ func TestMulticastPartition(t *testing.T) {
 		assert.Equal(t, []int{1, 1, 0}, got)
 	})
 }
+
+// On a fat tree the leaf switch copies a multicast packet: the sender's link to its leaf carries
+// it once (busy for the host's per-packet cost, HostGap, and its bytes), each member's link from
+// its leaf carries its own copy, and every member gets it.
+func TestMulticastSwitchReplication(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const nodes = 8
+		tree := &fabric.FatTree{Leaves: 2, Spines: 1, HostsPerLeaf: 4, LinkRate: 1e8, LinkLatency: time.Microsecond,
+			HostGap: 3 * time.Microsecond}
+		f, devs := newFabric(t, fabric.Config{Nodes: nodes, Topology: tree})
+		ms := make([]*mcastNode, nodes)
+		for i := range ms {
+			ms[i] = newMcastNode(t, devs[i], 4)
+			require.NoError(t, ms[i].qp.AttachMcast(testMGID, testMLID))
+		}
+		ms[1].send(t, 3)
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		for i, m := range ms {
+			imms, _ := m.received(t)
+			assert.Equal(t, []int{3}, imms, "node %d", i)
+		}
+		up, err := f.HopStats(fabric.Hop{Rail: 1, From: fabric.Host(1), To: fabric.Leaf(0)})
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), up.Packets, "the sender's link carries the datagram once")
+		assert.Equal(t, 3*time.Microsecond+time.Duration(up.Bytes)*10*time.Nanosecond, up.Busy, "gap + bytes at 100 MB/s")
+		for i := range nodes {
+			if i == 1 {
+				continue
+			}
+			down, err := f.HopStats(fabric.Hop{Rail: 1, From: fabric.Leaf(tree.LeafOf(i)), To: fabric.Host(i)})
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), down.Packets, "node %d's link carries its copy", i)
+		}
+	})
+}

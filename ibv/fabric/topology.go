@@ -50,6 +50,10 @@ type FatTree struct {
 	UplinkRate int64
 	// LinkLatency is the latency of every directed link in virtual time (cable and switch).
 	LinkLatency time.Duration
+	// HostGap is the time every packet occupies a host's links (host → leaf, leaf → host) besides
+	// its bytes at the rate: a host's per-message cost (LogP's gap), paid by the sender for every
+	// packet it sends and by the receiver for every packet it receives.
+	HostGap time.Duration
 	// Spine, when not nil, replaces the default spine choice (dst + bits) mod Spines; it must be
 	// a pure function returning 0..Spines-1.
 	Spine func(src, dst int, bits uint8) int
@@ -71,7 +75,7 @@ func (t *FatTree) LeafOf(n int) int { return n / t.HostsPerLeaf }
 
 func (t *FatTree) validate() error {
 	if t.Leaves < 1 || t.HostsPerLeaf < 1 || t.Spines < 0 || (t.Spines == 0 && t.Leaves > 1) ||
-		t.LinkRate < 0 || t.UplinkRate < 0 || t.LinkLatency < 0 || t.Hosts() > 1<<20 || t.Leaves*t.Spines > 1<<20 {
+		t.LinkRate < 0 || t.UplinkRate < 0 || t.LinkLatency < 0 || t.HostGap < 0 || t.Hosts() > 1<<20 || t.Leaves*t.Spines > 1<<20 {
 		return fmt.Errorf("fabric: %w: fat tree of %d leaves, %d spines, %d hosts per leaf, rates %d/%d B/s, latency %v",
 			ibv.ErrInvalidArgument, t.Leaves, t.Spines, t.HostsPerLeaf, t.LinkRate, t.UplinkRate, t.LinkLatency)
 	}

@@ -23,16 +23,17 @@ func OnFabric(f func(f *fabric.Fabric)) Option { return func(o *options) { o.onF
 // starts one rank per node as a goroutine with its own rma.Runtime (joined by the in-process
 // bootstrap Group, as Run), whose network device is its node's (rma.Config.NetworkDevice), runs
 // body on every rank, finalizes, and closes the fabric. Every rank has its own host id, so every
-// peer is a network peer; the ranks run without the hybridft manager and connect every peer at
-// Init (see rma.Config.NetworkDevice). Options: Fabric, OnFabric, Configure, UseGroup and
-// Timeout (Transport and Hosts are ignored).
+// peer is a network peer; the ranks run without the hybridft manager unless Configure sets
+// rma.Config.NetworkDeviceFT (see rma.Config.NetworkDevice). Options: Fabric, OnFabric, Configure, UseGroup and Timeout
+// (Transport and Hosts are ignored).
 //
 // Called inside a testing/synctest bubble (synctest.Test), the fabric, the runtimes and every
 // wait of theirs run on virtual time: the ACK timeouts and retransmissions of a lossy Plan, and
 // Timeout, pass without real sleeps. Outside a bubble it runs on real time.
 //
-// Cost: each rank connects to every other on every rail, n·(n−1)·rails RC queue pairs in all,
-// and the fabric starts one goroutine per directed link that carries traffic, up to
+// Cost: each rank connects to every other on every rail at Init, n·(n−1)·rails RC queue pairs
+// in all — with NetworkDeviceFT, in jobs above GOARMCI_ON_DEMAND_THRESHOLD ranks, only the
+// pairs that talk, on demand — and the fabric starts one goroutine per directed link that carries traffic, up to
 // n·(n−1)·rails·2^LMC of them (see the package tests for measurements).
 func RunFabric(t *testing.T, n int, body func(ctx context.Context, t testing.TB, rt *rma.Runtime), opts ...Option) {
 	t.Helper()
@@ -70,8 +71,8 @@ func RunFabric(t *testing.T, n int, body func(ctx context.Context, t testing.TB,
 // StartFabric is Start on the in-process network ibv/fabric: it creates a fabric of n nodes
 // (cfg, with Nodes set to n and Name defaulting to "rma"), runs body on n ranks, one per node,
 // each with its own rma.Runtime whose network device is its node's (rma.Config.NetworkDevice;
-// every peer a network peer, no hybridft manager, every peer connected at Init), finalizes them,
-// closes the fabric and returns every rank's error joined (and the fabric's). A rank whose Init or
+// every peer a network peer, no hybridft manager: see StartFabricJob), finalizes them, closes
+// the fabric and returns every rank's error joined (and the fabric's). A rank whose Init or
 // body fails closes the bootstrap group, so no other rank waits for it forever. It needs no
 // *testing.T: a command runs the same program as real processes (rma.Init(ctx, nil)) or, with
 // this, on a simulated network in one process. Inside a testing/synctest bubble it runs on

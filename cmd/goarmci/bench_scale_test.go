@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// `bench barrier -sim`: a latency table and a speed-up table, one row per job size, and with
+// -out their CSV files (the PNGs need the plotting command, which tests do not build).
+func TestBenchBarrierSim(t *testing.T) {
+	useTestBubble(t)
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "bench", "barrier", "-sim", "-np", "2,3", "-iters", "1", "-warmup", "1", "-format", "csv",
+		"-alg", "rgm,message", "-out", dir)
+	if code != 0 && assert.Contains(t, errOut, "plot") {
+		t.Logf("no plotting command here: %s", errOut)
+	} else {
+		require.Equal(t, 0, code, errOut)
+	}
+	assert.Contains(t, out, "ranks,RGM (us),p2p central (us)")
+	assert.Contains(t, out, "ranks,RGM")
+	for _, f := range []string{"barrier.csv", "barrier-speedup.csv"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "\n3,")
+	}
+}
+
+// `bench apm -sim` and `bench qp-setup -sim` on small sizes; bad options exit with 2.
+func TestBenchScaleSims(t *testing.T) {
+	useTestBubble(t)
+	code, out, errOut := runCLI(t, "bench", "apm", "-sim", "-qps", "2,4", "-iters", "2")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^4 +[0-9.]+ +[0-9.]+`, out)
+	code, out, errOut = runCLI(t, "bench", "qp-setup", "-sim", "-np", "2,5")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^5 +4\.00 +[0-9.]+ +4\.00 `, out, "5 ranks connected on demand by barriers: every peer")
+	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"}} {
+		code, _, errOut := runCLI(t, append([]string{"bench", "-sim"}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s", args, errOut)
+	}
+}
