@@ -25,9 +25,9 @@ const lineBlock = 16
 const linePad = 4
 
 // FFT transforms blocks of one grid along x, y or z with gonum's in-place radix-2 complex FFT
-// (fourier.CoefficientsRadix2 and SequenceRadix2, a quarter of the time of fourier.CmplxFFT's
-// FFTPACK, which copies every line in and out, on the lines of 128 to 512 points of FT: see
-// examples/nas/README.md). Lines along y and z are strided in memory; they are copied
+// (fourier.CoefficientsRadix2 and SequenceRadix2: faster than fourier.CmplxFFT's FFTPACK, which
+// copies every line in and out, on FT's lines of 128 to 512 points; examples/nas/README.md has
+// the measurement). Lines along y and z are strided in memory; they are copied
 // lineBlock at a time into a contiguous buffer, transformed and copied back (NPB's cffts2 and
 // cffts3). An FFT is not safe for concurrent use.
 type FFT struct {
