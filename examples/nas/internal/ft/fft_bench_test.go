@@ -1,7 +1,10 @@
 package ft
 
 import (
+	"fmt"
 	"testing"
+
+	"gonum.org/v1/gonum/dsp/fourier"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
 )
@@ -26,6 +29,28 @@ func BenchmarkFFT(b *testing.B) {
 				if err := c.f(u, Forward); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkLine is one 1-D forward transform of a line of FT's lengths by the two complex FFTs
+// of gonum: the in-place radix-2 this package uses and fourier.CmplxFFT (FFTPACK).
+func BenchmarkLine(b *testing.B) {
+	for _, n := range []int{128, 256, 512} {
+		v := make([]complex128, n)
+		for i := range v {
+			v[i] = complex(float64(i%7), float64(i%5))
+		}
+		b.Run(fmt.Sprintf("radix2/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				fourier.CoefficientsRadix2(v)
+			}
+		})
+		plan := fourier.NewCmplxFFT(n)
+		b.Run(fmt.Sprintf("cmplxfft/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				plan.Coefficients(v, v)
 			}
 		})
 	}

@@ -38,4 +38,3 @@ func Serial(p Params, log io.Writer) (Result, error) {
 	ok, rel := p.Check(sums)
 	return Result{Params: p, Sums: sums, Seconds: t.Seconds(), Verified: ok, RelErr: rel}, nil
 }
-
