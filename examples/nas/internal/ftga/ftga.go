@@ -6,9 +6,10 @@
 // FFT transforms x and y in u, redistributes, and transforms z in v (NPB's 1-D layout); the
 // inverse runs backwards. The redistribution — NPB's transpose and its MPI_Alltoall — is one
 // NGA_Get per rank of its own block of the other distribution, straight into its NGA_Access
-// storage: a patch of whole (y, x) or (x) runs from each of the other ranks, the same bytes and
-// the same number of messages as the all-to-all, and no local transposition before or after
-// (the z transform reads its lines with a stride instead). One rank holds the whole grid in u
+// storage: from each other rank a strided patch whose contiguous runs are the x-rows of one
+// z-plane in the y-range of the v block (one run per plane), the same bytes and the same number
+// of messages as the all-to-all, and no local transposition before or after (the z transform
+// reads its lines with a stride instead). One rank holds the whole grid in u
 // and transforms it in place (NPB's 0-D layout).
 //
 // Ordering: a GA_Sync before each redistribution makes every rank's block complete before it
