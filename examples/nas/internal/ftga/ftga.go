@@ -29,7 +29,6 @@ import (
 	"io"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/ft"
-	"github.com/goarmci/goarmci/examples/nas/internal/npb"
 	"github.com/goarmci/goarmci/globalarray"
 	"github.com/goarmci/goarmci/rma"
 )
@@ -76,30 +75,20 @@ func Run(ctx context.Context, rt *rma.Runtime, p ft.Params, log io.Writer) (res 
 		return ft.Result{}, err
 	}
 
-	// one untimed pass to touch the memory, as NPB does
-	var tinit npb.Timer
-	tinit.Start()
-	if _, err := s.steps(ctx, 0, nil); err != nil {
-		return ft.Result{}, err
-	}
-	tinit.Stop()
-	if log != nil {
-		fmt.Fprintf(log, "\n Initialization time = %12.4f\n\n", tinit.Seconds())
-	}
-	if err := globalarray.Sync(ctx, rt); err != nil {
-		return ft.Result{}, fmt.Errorf("ftga: sync: %w", err)
-	}
-
-	var t npb.Timer
-	t.Start()
-	sums, err := s.steps(ctx, p.NIter, log)
+	sums, secs, err := ft.Timed(p.NIter, log, func(niter int, log io.Writer) ([]complex128, error) {
+		return s.steps(ctx, niter, log)
+	}, func() error {
+		if err := globalarray.Sync(ctx, rt); err != nil {
+			return fmt.Errorf("ftga: sync: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return ft.Result{}, err
 	}
-	t.Stop()
 
-	secs := []float64{t.Seconds()}
-	if err := globalarray.GopMax(ctx, rt, secs); err != nil {
+	slowest := []float64{secs}
+	if err := globalarray.GopMax(ctx, rt, slowest); err != nil {
 		return ft.Result{}, fmt.Errorf("ftga: time max: %w", err)
 	}
 	// every rank reports rank 0's checksums, so all agree on the verification
@@ -107,7 +96,7 @@ func Run(ctx context.Context, rt *rma.Runtime, p ft.Params, log io.Writer) (res 
 		return ft.Result{}, fmt.Errorf("ftga: broadcast checksums: %w", err)
 	}
 	ok, rel := p.Check(sums)
-	return ft.Result{Params: p, Sums: sums, Seconds: secs[0], Verified: ok, RelErr: rel}, nil
+	return ft.Result{Params: p, Sums: sums, Seconds: slowest[0], Verified: ok, RelErr: rel}, nil
 }
 
 // cuts returns the first index of each of parts near-equal blocks of n.
