@@ -31,8 +31,9 @@ per row the median, min and max of "Time in seconds" over the runs and goarmci's
 NPB-MPI (below 1 = goarmci faster). The project ships no NPB code: build NPB 3.4 MPI yourself.
 
 goarmci's kernels are built from the source tree goarmci was built from (go build, into a
-temporary directory) unless -cg, -is, -mg or -ft name built ones. Transport shm: GOARMCI_TRANSPORT=shm
-and mpirun --mca btl self,vader; tcp: GOARMCI_TRANSPORT=tcp and mpirun --mca btl self,tcp.
+temporary directory) unless -cg, -is, -mg or -ft name built ones. Transport shm:
+GOARMCI_TRANSPORT=shm and mpirun --mca btl self,vader; tcp: GOARMCI_TRANSPORT=tcp and mpirun
+--mca btl self,tcp.
 
   goarmci bench npb -npb-dir ~/NPB3.4-MPI/bin -kernels cg,is -classes A,B -np 1,2,4 -runs 5
   goarmci bench npb -npb-dir ~/NPB3.4-MPI/bin -kernels cg -classes A -np 2,4 -transport tcp
