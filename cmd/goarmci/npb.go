@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,26 +24,32 @@ import (
 // npbUsage is the usage text of goarmci bench npb.
 const npbUsage = `usage: goarmci bench npb -npb-dir DIR [flags]
 
-Runs goarmci's NAS kernels (examples/nas/cg and examples/nas/is, on Global Arrays) beside the
+Runs goarmci's NAS kernels (examples/nas/cg, is, mg and ft, on Global Arrays) beside the
 NPB-MPI programs in DIR (NPB 3.4 names them cg.A.x, is.B.x; NPB 3.3's cg.A.4 is also taken),
 for each kernel, class, transport and rank count, runs alternating between the two, and prints
 per row the median, min and max of "Time in seconds" over the runs and goarmci's ratio to
 NPB-MPI (below 1 = goarmci faster). The project ships no NPB code: build NPB 3.4 MPI yourself.
 
 goarmci's kernels are built from the source tree goarmci was built from (go build, into a
-temporary directory) unless -cg and -is name built ones. Transport shm: GOARMCI_TRANSPORT=shm
-and mpirun --mca btl self,vader; tcp: GOARMCI_TRANSPORT=tcp and mpirun --mca btl self,tcp.
+temporary directory) unless -cg, -is, -mg or -ft name built ones. Transport shm:
+GOARMCI_TRANSPORT=shm and mpirun --mca btl self,vader; tcp: GOARMCI_TRANSPORT=tcp and mpirun
+--mca btl self,tcp.
 
   goarmci bench npb -npb-dir ~/NPB3.4-MPI/bin -kernels cg,is -classes A,B -np 1,2,4 -runs 5
   goarmci bench npb -npb-dir ~/NPB3.4-MPI/bin -kernels cg -classes A -np 2,4 -transport tcp
+  goarmci bench npb -npb-dir ~/NPB3.4-MPI/bin -kernels mg,ft -classes A -np 1,2,4
 
 Flags:
 `
 
+// npbKernels are the NAS kernels of examples/nas that bench npb runs, by NPB's program names.
+var npbKernels = []string{"cg", "is", "mg", "ft"}
+
 // npbFlags are the command line of goarmci bench npb.
 type npbFlags struct {
 	dir, kernels, classes, np, transport string
-	cg, is, mpirun, format               string
+	mpirun, format                       string
+	built                                map[string]*string // kernel → -cg, -is, -mg, -ft
 	runs                                 int
 	timeout                              time.Duration
 }
@@ -58,7 +65,7 @@ func (r npbRow) key() string {
 }
 
 func runNPB(ctx context.Context, stdout, stderr io.Writer, args []string) error {
-	var f npbFlags
+	f := npbFlags{built: make(map[string]*string, len(npbKernels))}
 	fs := flag.NewFlagSet("goarmci bench npb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	for _, a := range args {
@@ -67,13 +74,14 @@ func runNPB(ctx context.Context, stdout, stderr io.Writer, args []string) error 
 		}
 	}
 	fs.StringVar(&f.dir, "npb-dir", "", "directory of the NPB-MPI executables (cg.A.x, is.B.x, ...)")
-	fs.StringVar(&f.kernels, "kernels", "cg,is", "comma list of kernels: cg, is")
+	fs.StringVar(&f.kernels, "kernels", "cg,is", "comma list of kernels: "+strings.Join(npbKernels, ", "))
 	fs.StringVar(&f.classes, "classes", "A", "comma list of classes: S, W, A, B")
 	fs.StringVar(&f.np, "np", "1,2,4", "comma list of rank counts")
 	fs.StringVar(&f.transport, "transport", "shm", "comma list of transports: shm, tcp")
 	fs.IntVar(&f.runs, "runs", 5, "runs of each system per row (medians are printed)")
-	fs.StringVar(&f.cg, "cg", "", "goarmci's CG kernel, built (default: go build ./examples/nas/cg)")
-	fs.StringVar(&f.is, "is", "", "goarmci's IS kernel, built (default: go build ./examples/nas/is)")
+	for _, k := range npbKernels {
+		f.built[k] = fs.String(k, "", fmt.Sprintf("goarmci's %s kernel, built (default: go build ./examples/nas/%s)", strings.ToUpper(k), k))
+	}
 	fs.StringVar(&f.mpirun, "mpirun", "mpirun.openmpi", "Open MPI launcher of the NPB-MPI programs")
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each run")
@@ -105,7 +113,7 @@ func runNPB(ctx context.Context, stdout, stderr io.Writer, args []string) error 
 	if f.dir == "" {
 		return usageError("bench npb: -npb-dir DIR of the NPB-MPI executables is required (the project ships no NPB)")
 	}
-	kernels, cleanup, err := f.goarmciKernels(ctx, stderr)
+	kernels, cleanup, err := f.goarmciKernels(ctx, stderr, rows)
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("bench npb: %w", err)}
 	}
@@ -153,8 +161,8 @@ func (f *npbFlags) rows() ([]npbRow, error) {
 	}
 	for _, k := range split(f.kernels) {
 		k = strings.ToLower(k)
-		if k != "cg" && k != "is" {
-			return nil, usageError("bench npb: kernel %q (have cg, is)", k)
+		if !slices.Contains(npbKernels, k) {
+			return nil, usageError("bench npb: kernel %q (have %s)", k, strings.Join(npbKernels, ", "))
 		}
 		for _, c := range split(f.classes) {
 			c = strings.ToUpper(c)
@@ -257,18 +265,18 @@ func npbExe(dir string, r npbRow) string {
 	return ""
 }
 
-// goarmciKernels returns the executables of goarmci's kernels of the rows: -cg and -is, else
-// built with go build from the module source goarmci was built from into a temporary
+// goarmciKernels returns the executables of goarmci's kernels of the rows: -cg, -is, -mg, -ft,
+// else built with go build from the module source goarmci was built from into a temporary
 // directory (removed by the cleanup).
-func (f *npbFlags) goarmciKernels(ctx context.Context, stderr io.Writer) (map[string]string, func(), error) {
-	out := map[string]string{"cg": f.cg, "is": f.is}
+func (f *npbFlags) goarmciKernels(ctx context.Context, stderr io.Writer, rows []npbRow) (map[string]string, func(), error) {
+	out := make(map[string]string, len(npbKernels))
 	cleanup := func() {}
 	var missing []string
-	for _, k := range []string{"cg", "is"} {
-		if !strings.Contains(strings.ToLower(f.kernels), k) {
+	for _, k := range npbKernels {
+		if !slices.ContainsFunc(rows, func(r npbRow) bool { return r.kernel == k }) {
 			continue
 		}
-		if out[k] == "" {
+		if out[k] = *f.built[k]; out[k] == "" {
 			missing = append(missing, k)
 		} else if abs, err := filepath.Abs(out[k]); err == nil {
 			out[k] = abs
@@ -280,7 +288,7 @@ func (f *npbFlags) goarmciKernels(ctx context.Context, stderr io.Writer) (map[st
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // .../cmd/goarmci/npb.go -> module root
 	if _, err := os.Stat(filepath.Join(root, "examples", "nas", "cg", "main.go")); err != nil || !filepath.IsAbs(root) {
-		return nil, cleanup, fmt.Errorf("no source tree of goarmci here to build the NAS kernels from: give -cg and -is (go build ./examples/nas/cg ./examples/nas/is in a clone)")
+		return nil, cleanup, fmt.Errorf("no source tree of goarmci here to build the NAS kernels from: give -cg, -is, -mg, -ft (go build ./examples/nas/cg ... in a clone)")
 	}
 	tmp, err := os.MkdirTemp("", "goarmci-npb-")
 	if err != nil {
@@ -300,13 +308,12 @@ func (f *npbFlags) goarmciKernels(ctx context.Context, stderr io.Writer) (map[st
 	return out, cleanup, nil
 }
 
-// kernelDocs names goarmci's kernels: the -cg/-is paths, or how they were built.
+// kernelDocs names goarmci's kernels: the -cg, -is, -mg, -ft paths, or how they were built.
 func (f *npbFlags) kernelDocs(kernels map[string]string) []string {
 	var out []string
-	for _, k := range []string{"cg", "is"} {
-		given := map[string]string{"cg": f.cg, "is": f.is}[k]
+	for _, k := range npbKernels {
 		switch {
-		case given != "":
+		case *f.built[k] != "":
 			out = append(out, k+" = "+kernels[k])
 		case kernels[k] != "":
 			out = append(out, k+" = go build ./examples/nas/"+k)

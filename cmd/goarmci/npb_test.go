@@ -74,7 +74,7 @@ func TestBenchNPBUsage(t *testing.T) {
 	npb, kernel, mpirun, _ := fakeNPB(t)
 	for _, args := range [][]string{
 		{"-cg", kernel, "-kernels", "cg"}, // no -npb-dir
-		{"-npb-dir", npb, "-cg", kernel, "-kernels", "ft"},
+		{"-npb-dir", npb, "-cg", kernel, "-kernels", "bt"},
 		{"-npb-dir", npb, "-cg", kernel, "-kernels", "cg", "-classes", "Z"},
 		{"-npb-dir", npb, "-cg", kernel, "-kernels", "cg", "-np", "0"},
 		{"-npb-dir", npb, "-cg", kernel, "-kernels", "cg", "-transport", "ib"},
@@ -88,4 +88,17 @@ func TestBenchNPBUsage(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "-npb-dir")
 	assert.Contains(t, out, "NPB 3.4 names them cg.A.x")
+}
+
+// MG and FT rows take the -mg and -ft kernels and NPB's mg.A.x and ft.A.x.
+func TestBenchNPBKernelsMGFT(t *testing.T) {
+	npb, kernel, mpirun, _ := fakeNPB(t)
+	require.NoError(t, os.WriteFile(filepath.Join(npb, "ft.A.x"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	code, out, errOut := runCLI(t, "bench", "npb", "-npb-dir", npb, "-mg", kernel, "-ft", kernel, "-mpirun", mpirun,
+		"-kernels", "mg,ft", "-classes", "A", "-np", "2", "-runs", "1", "-format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "no mg.A.x (or mg.A.2)")
+	assert.Contains(t, out, "# goarmci: mg = "+kernel+", ft = "+kernel)
+	assert.Contains(t, out, "\"MG class A, shm, np 2\",1.000,1.000,1.000,,,,\n")
+	assert.Contains(t, out, "\"FT class A, shm, np 2\",1.000,1.000,1.000,2.000,2.000,2.000,0.500\n")
 }

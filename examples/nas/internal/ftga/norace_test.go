@@ -1,0 +1,5 @@
+//go:build !race
+
+package ftga
+
+const raceEnabled = false
