@@ -85,3 +85,40 @@ func TestRingReserveAllocatesNothingWhenRoom(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// The ring follows the pattern: one burst leaves First entries behind; a second burst of the
+// same depth raises the floor, and from then on bursts of that depth allocate nothing; after
+// floorDecay busy periods using at most a quarter of the floor it halves (and the ring with
+// it), down to First.
+func TestRingFollowsThePattern(t *testing.T) {
+	r := New[[32]byte](1024)
+	var head, tail uint64
+	burst := func(n int) {
+		for range n {
+			require.True(t, r.Reserve(head, tail))
+			tail++
+		}
+		head = tail
+		r.Idle(head, tail)
+		r.Idle(head, tail) // a second Idle without a post (a duplicate ACK) ends no busy period
+	}
+	burst(32)
+	assert.Equal(t, First, r.Len(), "one burst: back to the first size")
+	burst(32)
+	assert.Equal(t, 32, r.Len(), "a burst again: the floor follows it")
+	assert.Zero(t, testing.AllocsPerRun(20, func() { burst(32) }), "steady bursts allocate nothing")
+	assert.Zero(t, testing.AllocsPerRun(20, func() { burst(12) }), "shallower bursts neither")
+	assert.Equal(t, 32, r.Len())
+	for range floorDecay - 1 {
+		burst(8)
+	}
+	assert.Equal(t, 32, r.Len(), "a few quiet periods keep the floor")
+	burst(8)
+	assert.Equal(t, 16, r.Len(), "floorDecay quiet periods in a row halve it")
+	for range 2 * floorDecay {
+		burst(1)
+	}
+	assert.Equal(t, First, r.Len(), "down to the first size")
+	burst(40)
+	assert.Equal(t, 64, r.Len(), "a deeper burst after shrinking raises the floor again")
+}

@@ -24,9 +24,9 @@ import (
 // applied twice, a duplicate atomic is answered from the responder's replay record. The record is
 // an engine QP (the same code runs it) that shares the DC QP's ibv.QP, number, CQs and attributes,
 // with a send queue that starts at wqring.First entries, doubles up to the DC QP's MaxSendWR while
-// requests are outstanding and shrinks back when they have all completed (as every queue of the
-// engine, internal/wqring), and an atomic replay
-// record allocated at the peer's first atomic. A record whose retries run out
+// requests are outstanding and shrinks back when they have all completed (to a floor that follows
+// the depth of the record's busy periods, as every queue of the engine: internal/wqring), and an
+// atomic replay record allocated at the peer's first atomic. A record whose retries run out
 // fails alone (its requests complete with WCRetryExcErr and WCWRFlushErr, later ones with
 // WCWRFlushErr): the DC QP and its other peers go on.
 //
