@@ -3,6 +3,7 @@ package hybridft
 import (
 	"github.com/goarmci/goarmci/hybridft/recovery"
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 type entryState uint8
@@ -30,19 +31,21 @@ type entry struct {
 }
 
 // wrLog is the per-connection log of posted-but-uncompleted work requests, a ring in post order
-// (RC completes in order, so the oldest posted entry is the one a completion names).
+// (RC completes in order, so the oldest posted entry is the one a completion names). It holds at
+// most the queue pair's MaxSendWR entries and memory for the requests outstanding only: it grows
+// when full and shrinks when it empties (internal/wqring).
 type wrLog struct {
-	e          []entry
+	e          wqring.Ring[entry]
 	head, tail uint64
 }
 
-func (l *wrLog) init(n int) { l.e = make([]entry, n) }
-func (l *wrLog) cap() int   { return len(l.e) }
+func (l *wrLog) init(n int) { l.e = wqring.New[entry](n) }
+func (l *wrLog) cap() int   { return l.e.Limit() }
 
-func (l *wrLog) at(i uint64) *entry { return &l.e[i%uint64(len(l.e))] }
+func (l *wrLog) at(i uint64) *entry { return l.e.At(i) }
 
 func (l *wrLog) push(wr *ibv.SendWR) (*entry, bool) {
-	if l.tail-l.head == uint64(len(l.e)) {
+	if !l.e.Reserve(l.head, l.tail) {
 		return nil, false
 	}
 	e := l.at(l.tail)
@@ -87,4 +90,5 @@ func (l *wrLog) popDone() {
 		l.reset(e)
 		l.head++
 	}
+	l.e.Idle(l.head, l.tail)
 }

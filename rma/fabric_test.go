@@ -231,8 +231,8 @@ func TestFabricJobLarge(t *testing.T) {
 					}
 				}, rmatest.Timeout(10*time.Minute))
 			})
-			t.Logf("%d ranks: %v wall, heap in use at the end of rank 0's body %d MiB (mostly queue pairs' work queues, "+
-				"not touched), stacks %d MiB, sys %d MiB, goroutines then %d",
+			t.Logf("%d ranks: %v wall, heap in use at the end of rank 0's body %d MiB, "+
+				"stacks %d MiB, sys %d MiB, goroutines then %d",
 				n, time.Since(start).Round(time.Millisecond), peak.HeapInuse>>20, peak.StackInuse>>20, peak.Sys>>20, gs)
 		})
 	}

@@ -204,8 +204,14 @@ func TestScheduledPortDown(t *testing.T) {
 // 10 ms floor, 7 retries) with a patterned source MR and a zeroed target MR of size bytes.
 func rcPair(t testing.TB, devs []*ibv.Context, size int) (qa, qb *ibv.QP, src, dst *ibv.MR) {
 	t.Helper()
-	qa = ibvtest.CreateQP(t, devs[0], nil, ibv.RC, 4096, ibv.QPCap{}, true)
-	qb = ibvtest.CreateQP(t, devs[1], nil, ibv.RC, 4096, ibv.QPCap{}, true)
+	return rcPairCap(t, devs, size, ibv.QPCap{})
+}
+
+// rcPairCap is rcPair with queue pairs of capacities cp.
+func rcPairCap(t testing.TB, devs []*ibv.Context, size int, cp ibv.QPCap) (qa, qb *ibv.QP, src, dst *ibv.MR) {
+	t.Helper()
+	qa = ibvtest.CreateQP(t, devs[0], nil, ibv.RC, 4096, cp, true)
+	qb = ibvtest.CreateQP(t, devs[1], nil, ibv.RC, 4096, cp, true)
 	for _, x := range []struct {
 		q, peer *ibv.QP
 		dev     *ibv.Context

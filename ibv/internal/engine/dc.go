@@ -6,6 +6,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // The DC queue pair (ibv.DC): one QP per port that is the initiator and the target of RDMA
@@ -22,9 +23,10 @@ import (
 // exactly-once guarantees are the RC ones: a duplicate write or accumulate is re-ACKed and never
 // applied twice, a duplicate atomic is answered from the responder's replay record. The record is
 // an engine QP (the same code runs it) that shares the DC QP's ibv.QP, number, CQs and attributes,
-// with a send queue that starts at dcFirstWR entries, doubles up to the DC QP's MaxSendWR while
-// requests are outstanding and shrinks back when they have all completed, and an atomic replay
-// record allocated at the peer's first atomic. A record whose retries run out
+// with a send queue that starts at wqring.First entries, doubles up to the DC QP's MaxSendWR while
+// requests are outstanding and shrinks back when they have all completed (to a floor that follows
+// the depth of the record's busy periods, as every queue of the engine: internal/wqring), and an
+// atomic replay record allocated at the peer's first atomic. A record whose retries run out
 // fails alone (its requests complete with WCRetryExcErr and WCWRFlushErr, later ones with
 // WCWRFlushErr): the DC QP and its other peers go on.
 //
@@ -34,9 +36,6 @@ import (
 // fails an RC QP) — stays there for the life of the DC QP, a DC QP that reached RTR cannot be reset
 // (ibv.ValidTransition), and a peer that came back at the same address with the same QP number
 // (a restarted process) would be taken for the old one.
-
-// dcFirstWR is the send queue length of a new peer record.
-const dcFirstWR = 4
 
 // dcKey names a peer of a DC QP: the provider address of its port and its DC QP number.
 type dcKey struct {
@@ -59,8 +58,8 @@ type dcTable struct {
 }
 
 func newDCTable(q *QP) *dcTable {
-	d := &dcTable{qp: q, maxWR: max(len(q.sq.wq), dcFirstWR), a: q.sq.a, peers: map[dcKey]*QP{}}
-	q.sq.wq, q.rq.q = nil, nil // the records hold the queues
+	d := &dcTable{qp: q, maxWR: q.sq.wq.Limit(), a: q.sq.a, peers: map[dcKey]*QP{}}
+	q.sq.wq, q.rq.q = wqring.Ring[swqe]{}, wqring.Ring[rwqe]{} // the records hold the queues
 	return d
 }
 
@@ -100,7 +99,7 @@ func (d *dcTable) newPeer(k dcKey, path ibv.AHAttr) *QP {
 	}
 	a.pathMTU = a.mtu
 	p.sq.a, p.rq.a = a, a
-	p.sq.wq = make([]swqe, min(dcFirstWR, d.maxWR))
+	p.sq.wq = wqring.New[swqe](d.maxWR)
 	p.publishPath()
 	p.state.Store(uint32(ibv.StateRTS))
 	return p
@@ -151,30 +150,6 @@ func dcAdmit(st ibv.QPState, op wire.Opcode) (use, create bool) {
 		return false, false
 	}
 	return true, op.IsRequest()
-}
-
-// growSendQueue doubles the send queue of a DC peer record, up to the DC QP's MaxSendWR (sqMu
-// held); false for other QPs or at the bound.
-func (q *QP) growSendQueue() bool {
-	if q.dc == nil || q.isDC() || len(q.sq.wq) >= q.dc.maxWR {
-		return false
-	}
-	s := &q.sq
-	wq := make([]swqe, min(2*len(s.wq), q.dc.maxWR))
-	for i := s.head; i != s.tail; i++ {
-		wq[i%uint64(len(wq))] = *s.slot(i)
-	}
-	s.wq = wq
-	return true
-}
-
-// shrinkSendQueue gives a DC peer record whose requests have all completed its first, small send
-// queue back (sqMu held): a burst of requests to a peer does not keep its memory.
-func (q *QP) shrinkSendQueue() {
-	if q.dc == nil || q.isDC() || len(q.sq.wq) <= dcFirstWR || q.sq.head != q.sq.tail {
-		return
-	}
-	q.sq.wq = make([]swqe, dcFirstWR)
 }
 
 // migrateAuto is the automatic path migration of provider.MigrateAuto; a DC peer record has no

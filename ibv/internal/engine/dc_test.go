@@ -35,37 +35,6 @@ func TestDCAdmit(t *testing.T) {
 	}
 }
 
-// A peer record's send queue doubles up to the DC QP's MaxSendWR and keeps its outstanding
-// requests in order at their absolute indexes; it shrinks back once they have all completed.
-func TestDCSendQueueGrows(t *testing.T) {
-	d := &dcTable{maxWR: 12}
-	q := &QP{dc: d}
-	q.sq.wq = make([]swqe, dcFirstWR)
-	q.sq.head, q.sq.tail = 6, 6+dcFirstWR // wrapped around the ring
-	for i := q.sq.head; i != q.sq.tail; i++ {
-		q.sq.slot(i).id = i
-	}
-	for _, want := range []int{8, 12} {
-		assert.True(t, q.growSendQueue())
-		assert.Len(t, q.sq.wq, want)
-		for i := q.sq.head; i != q.sq.tail; i++ {
-			assert.Equal(t, i, q.sq.slot(i).id, "request %d after growing to %d", i, want)
-		}
-		for range want - int(q.sq.tail-q.sq.head) {
-			q.sq.slot(q.sq.tail).id = q.sq.tail
-			q.sq.tail++
-		}
-	}
-	assert.False(t, q.growSendQueue(), "bounded by MaxSendWR")
-	q.shrinkSendQueue()
-	assert.Len(t, q.sq.wq, 12, "requests outstanding: no shrinking")
-	q.sq.head = q.sq.tail
-	q.shrinkSendQueue()
-	assert.Len(t, q.sq.wq, dcFirstWR, "all completed: back to the first size")
-	d.qp = q
-	assert.False(t, q.growSendQueue(), "the DC QP itself holds no queue")
-}
-
 // A transport's path fault reaches the peer records of a DC QP: with an ACK timeout of hours, a
 // lost write is retransmitted at once when the path to its peer faults, and only then.
 func TestDCPathFaultRetransmitsAtOnce(t *testing.T) {

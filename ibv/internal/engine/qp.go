@@ -8,6 +8,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // QP is the engine side of one queue pair (ibv.QPDriver). The requester state is guarded by
@@ -78,8 +79,8 @@ type rwqe struct {
 }
 
 type recvQueue struct {
-	a          qpAttrs // responder's copy
-	q          []rwqe
+	a          qpAttrs           // responder's copy
+	q          wqring.Ring[rwqe] // the receive queue (MaxRecvWR entries at most)
 	head, tail uint64
 	scratch    [][]byte
 }
@@ -95,9 +96,9 @@ func newQP(e *Engine, ibq *ibv.QP) *QP {
 	at.pathMTU = at.mtu
 	cp := ibq.Cap()
 	q.sq.a = at
-	q.sq.wq = make([]swqe, cp.MaxSendWR)
+	q.sq.wq = wqring.New[swqe](cp.MaxSendWR)
 	q.rq.a = at
-	q.rq.q = make([]rwqe, cp.MaxRecvWR)
+	q.rq.q = wqring.New[rwqe](cp.MaxRecvWR)
 	if s := ibq.SRQ(); s != nil {
 		q.srq, _ = provider.SRQDriver(s).(*SRQ)
 	}
@@ -331,24 +332,33 @@ func (q *QP) PostRecv(wr *ibv.RecvWR) error {
 		provider.Push(q.ibq.RecvCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 		return nil
 	}
-	r := &q.rq
-	if r.tail-r.head == uint64(len(r.q)) {
-		return fmt.Errorf("engine: %w: %d receives posted", ibv.ErrQueueFull, len(r.q))
+	if err := q.rq.push(wr); err != nil {
+		return fmt.Errorf("engine: %w: %d receives posted", err, q.rq.tail-q.rq.head)
 	}
-	s := &r.q[r.tail%uint64(len(r.q))]
+	return nil
+}
+
+// push queues a receive; ibv.ErrQueueFull when the queue holds its limit.
+func (r *recvQueue) push(wr *ibv.RecvWR) error {
+	if !r.q.Reserve(r.head, r.tail) {
+		return ibv.ErrQueueFull
+	}
+	s := r.q.At(r.tail)
 	s.id = wr.ID
 	s.sgl = append(s.sgl[:0], wr.SGL...)
 	r.tail++
 	return nil
 }
 
-// popRecv takes the oldest posted receive (rqMu held).
+// pop takes the oldest posted receive (rqMu held). The entry stays valid until the next push:
+// a queue that empties gives its grown ring back, and the entry then lives on in the old one.
 func (r *recvQueue) pop() (*rwqe, bool) {
 	if r.head == r.tail {
 		return nil, false
 	}
-	s := &r.q[r.head%uint64(len(r.q))]
+	s := r.q.At(r.head)
 	r.head++
+	r.q.Idle(r.head, r.tail)
 	return s, true
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // swqe is a send work queue entry. Slots are reused; bufs keeps its capacity.
@@ -42,7 +43,7 @@ func (w *swqe) isReadAtomic() bool {
 // sendState is the requester of an RC QP (and the PSN counter of a UD QP).
 type sendState struct {
 	a  qpAttrs
-	wq []swqe
+	wq wqring.Ring[swqe] // the send queue (MaxSendWR entries at most)
 	// head: oldest incomplete WQE; cur/curPkt: next packet to transmit; tail: next free slot.
 	head, cur, tail uint64
 	curPkt          uint32
@@ -124,7 +125,7 @@ func (s *sendState) drained() bool {
 	return wire.PSNDiff(s.sent, s.una) <= 0 && (s.head == s.tail || s.head == s.cur && s.curPkt == 0)
 }
 
-func (s *sendState) slot(i uint64) *swqe { return &s.wq[i%uint64(len(s.wq))] }
+func (s *sendState) slot(i uint64) *swqe { return s.wq.At(i) }
 
 // psnAt is the PSN of the next packet to transmit.
 func (s *sendState) psnAt() uint32 {
@@ -198,8 +199,8 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 		return nil
 	}
-	if s.tail-s.head == uint64(len(s.wq)) && !q.growSendQueue() {
-		return fmt.Errorf("engine: %w: %d send requests outstanding", ibv.ErrQueueFull, len(s.wq))
+	if !s.wq.Reserve(s.head, s.tail) {
+		return fmt.Errorf("engine: %w: %d send requests outstanding", ibv.ErrQueueFull, s.tail-s.head)
 	}
 	w := s.slot(s.tail)
 	*w = swqe{bufs: w.bufs[:0], inline: w.inline[:0], id: wr.ID, op: wr.Opcode, flags: wr.Flags,
@@ -556,7 +557,7 @@ func (q *QP) onResponse(p *wire.Packet) {
 		}
 	}
 	q.completeLocked()
-	q.shrinkSendQueue()
+	s.wq.Idle(s.head, s.tail)
 	q.pumpLocked()
 	if s.una != oldUna && !s.rnrWait {
 		if wire.PSNDiff(s.sent, s.una) > 0 {

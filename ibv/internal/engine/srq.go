@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // SRQ is a shared receive queue (ibv_create_srq; [Sridhar08]: receive memory proportional to the
@@ -21,7 +22,7 @@ func (e *Engine) CreateSRQ(_ *ibv.SRQ, maxWR int) (ibv.SRQDriver, error) {
 	if maxWR <= 0 || maxWR > 1<<20 {
 		return nil, fmt.Errorf("engine: %w: SRQ of %d entries", ibv.ErrInvalidArgument, maxWR)
 	}
-	return &SRQ{q: recvQueue{q: make([]rwqe, maxWR)}}, nil
+	return &SRQ{q: recvQueue{q: wqring.New[rwqe](maxWR)}}, nil
 }
 
 // PostRecv queues a shared receive buffer; ErrQueueFull when maxWR are posted.
@@ -31,14 +32,9 @@ func (s *SRQ) PostRecv(wr *ibv.RecvWR) error {
 	if s.dead {
 		return ibv.ErrClosed
 	}
-	r := &s.q
-	if r.tail-r.head == uint64(len(r.q)) {
-		return fmt.Errorf("engine: %w: SRQ holds %d receives", ibv.ErrQueueFull, len(r.q))
+	if err := s.q.push(wr); err != nil {
+		return fmt.Errorf("engine: %w: SRQ holds %d receives", err, s.q.tail-s.q.head)
 	}
-	w := &r.q[r.tail%uint64(len(r.q))]
-	w.id = wr.ID
-	w.sgl = append(w.sgl[:0], wr.SGL...)
-	r.tail++
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // TestWindowBytes: the packet window bounds small packets, WindowBytes bounds large segments
@@ -30,10 +31,11 @@ func TestWindowBytes(t *testing.T) {
 // TestBytesInFlight: the payload between the first unacknowledged PSN and the transmit position,
 // across WQEs of several packets, read WQEs and partly acknowledged messages.
 func TestBytesInFlight(t *testing.T) {
-	s := &sendState{wq: make([]swqe, 8)}
+	s := &sendState{wq: wqring.New[swqe](8)}
 	s.a.mtu = 1 << 20
 	s.resetPSN(100)
 	post := func(op ibv.Opcode, length uint64) {
+		require.True(t, s.wq.Reserve(s.head, s.tail))
 		w := s.slot(s.tail)
 		*w = swqe{op: op, length: length, pkt: 1 << 20, npkts: uint32(max(1, (length+(1<<20)-1)>>20)), firstPSN: s.sqPSN, off: s.postedBytes}
 		s.postedBytes += length
