@@ -115,14 +115,14 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
 		if err := r.signal(ctx, to, k, id); err != nil {
-			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
+			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err))
 		}
 		from := (r.rank - dist + r.size) % r.size
 		if err := r.await(ctx, k, id, from); err != nil {
-			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err)
+			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err))
 		}
 	}
-	return nil
+	return r.reaped(ctx, nil) // the round's signals were posted, not waited for (signal.go)
 }
 
 // pollUntil waits for cond: it first spins on cond for r.spin polls (only where every rank of
