@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/internal/accum"
 )
 
@@ -100,23 +99,20 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	}
 	r.barrierID++
 	id := r.barrierID
+	var err error
 	switch alg {
 	case BarrierPairwise:
-		return r.pairwiseBarrier(ctx, id)
+		err = r.pairwiseBarrier(ctx, id)
 	case BarrierRGM:
-		return r.rgmBarrier(ctx, id)
+		err = r.rgmBarrier(ctx, id)
 	case BarrierMessage:
-		return r.messageBarrier(ctx, id)
+		err = r.messageBarrier(ctx, id)
 	case BarrierMessagePairwise:
-		return r.messagePairwiseBarrier(ctx, id)
+		err = r.messagePairwiseBarrier(ctx, id)
+	default:
+		err = r.gatherBarrier(ctx, id)
 	}
-	return r.gatherBarrier(ctx, id)
-}
-
-// signal writes id into flag word slot of rank to (an 8-byte atomic swap: never read torn).
-func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
-	_, err := r.atomicOp(ctx, ibv.OpAtomicSwap64, r.sys, to, 8*slot, id, 0)
-	return err
+	return r.reaped(ctx, err) // the signals to network peers posted by the RDMA algorithms
 }
 
 // await polls this rank's flag word slot until it holds id or more, written by rank from (probed

@@ -2,7 +2,9 @@ package rma_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +34,34 @@ func TestBarrierWithHoldsEveryRank(t *testing.T) {
 			}
 			assert.ErrorIs(tb, rt.BarrierWith(ctx, rma.BarrierAlg(99)), rma.ErrBadOp)
 			require.NoError(tb, seg.Free(ctx))
+		})
+	}
+}
+
+// The RDMA barriers post their signals to network peers without waiting for them, and reap every
+// completion before they return: after each barrier nothing of this rank is in flight, and the
+// flags still hold every rank. 67 ranks make gather-broadcast's rank 0 post more releases than it
+// keeps in flight (it reaps them midway).
+func TestBarrierReapsSignals(t *testing.T) {
+	algs := []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast, rma.BarrierRGM}
+	sizes := []int{2, 3, 8, 9}
+	if !testing.Short() {
+		sizes = append(sizes, 67)
+	}
+	for _, n := range sizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rmatest.RunFabric(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+					barrierRounds(ctx, tb, rt, algs, 2*len(algs))
+					for _, alg := range algs {
+						require.NoError(tb, rt.BarrierWith(ctx, alg))
+						assert.Zero(tb, rma.PostedSignals(rt), "%v barrier of %d ranks", alg, n)
+						for p := 0; p < n; p++ {
+							assert.Zero(tb, rma.Outstanding(rt, p), "rank %d to rank %d after a %v barrier", rt.Rank(), p, alg)
+						}
+					}
+				})
+			})
 		})
 	}
 }

@@ -169,6 +169,7 @@ type Runtime struct {
 	sys       *Segment // barrier flags and collective scratch
 	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID uint64
+	sig       signals    // the barriers' signals to network peers in flight (signal.go)
 	bq        *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
 	collStep  uint64     // collective steps so far: the scratch set of the next (collective.go)
 	mutexes   *Segment

@@ -88,7 +88,8 @@ func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 // round k every rank writes the barrier's id into flag k of rank (me+2^k) mod N and polls its
 // own flag k until the id written by rank (me−2^k) mod N arrives. The ids only grow, so the
 // flags never need resetting ([Kini03 §4], "barrier_id"). The write is an 8-byte atomic swap
-// rather than an RDMA write so the polled word can never be read torn.
+// rather than an RDMA write so the polled word can never be read torn; to a network peer it is
+// posted, as [Kini03 §3]'s write, and the barrier reaps its completion before returning (signal.go).
 //
 // The algorithm by job size: dissemination at every size. On the fabric (2 µs per link, virtual
 // time, rma's TestBarrierLatencyFabric) rank 0's mean barrier at 8 / 16 / 24 / 64 / 128 ranks
@@ -115,14 +116,14 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
 		if err := r.signal(ctx, to, k, id); err != nil {
-			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
+			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err))
 		}
 		from := (r.rank - dist + r.size) % r.size
 		if err := r.await(ctx, k, id, from); err != nil {
-			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err)
+			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err))
 		}
 	}
-	return nil
+	return r.reaped(ctx, nil) // the round's signals were posted, not waited for (signal.go)
 }
 
 // pollUntil waits for cond: it first spins on cond for r.spin polls (only where every rank of
