@@ -373,15 +373,16 @@ func (g *Group) barrier(ctx context.Context) error {
 	id := g.barrierID
 	for k, dist := 0, 1; dist < n; k, dist = k+1, dist*2 {
 		to := g.members[(g.me+dist)%n]
-		if _, err := g.rt.atomicOp(ctx, ibv.OpAtomicSwap64, g.sys, to, 8*k, id, 0); err != nil {
-			return fmt.Errorf("rma: group barrier round %d to rank %d: %w", k, to, err)
+		// posted to a network member, as the world's barrier (signal.go); reaped on return
+		if err := g.rt.signalOn(ctx, g.sys, to, k, id); err != nil {
+			return g.rt.reaped(ctx, fmt.Errorf("rma: group barrier round %d to rank %d: %w", k, to, err))
 		}
 		from := g.members[(g.me-dist+n)%n]
 		if err := g.await(ctx, k, id, from); err != nil {
-			return fmt.Errorf("rma: group barrier round %d: waiting for rank %d: %w", k, from, err)
+			return g.rt.reaped(ctx, fmt.Errorf("rma: group barrier round %d: waiting for rank %d: %w", k, from, err))
 		}
 	}
-	return nil
+	return g.rt.reaped(ctx, nil)
 }
 
 // await polls this rank's group flag word slot until it holds id or more, written by rank from

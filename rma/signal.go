@@ -33,6 +33,11 @@ type signalReq struct {
 // at issue (CPU atomics); to a network peer it is posted, and reapSignals completes it. Errors:
 // those of the issue (ErrPeerFailed, ErrTransport... naming rank to).
 func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
+	return r.signalOn(ctx, r.sys, to, slot, id)
+}
+
+// signalOn is signal into the flag words of seg (the runtime's own, or a group's).
+func (r *Runtime) signalOn(ctx context.Context, seg *Segment, to, slot int, id uint64) error {
 	pe, err := r.peer(ctx, to)
 	if err != nil {
 		return err
@@ -40,7 +45,7 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 	rt := pe.route
 	switch rt.kind {
 	case routeSelf, routeNode:
-		_, err := rt.atomic(ctx, ibv.OpAtomicSwap64, r.sys, 8*slot, id, 0)
+		_, err := rt.atomic(ctx, ibv.OpAtomicSwap64, seg, 8*slot, id, 0)
 		return err
 	case routeDial:
 		if err := r.dial(ctx, pe); err != nil {
@@ -53,7 +58,7 @@ func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 			return err
 		}
 	}
-	raddr, rkey := r.sys.remoteAddr(pe, 8*slot)
+	raddr, rkey := seg.remoteAddr(pe, 8*slot)
 	nw, req := r.begin(pe, true)
 	ierr := pe.ch.Atomic(ctx, req, ibv.OpAtomicSwap64, s.res[s.n][:], raddr, rkey, id, 0)
 	if ierr != nil {
