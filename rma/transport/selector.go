@@ -66,8 +66,8 @@ type Selector struct {
 	remote []time.Time
 	// retry is when a peer whose connection failed or was refused may be promoted again.
 	retry []time.Time
-	open  int         // connections in the pool, in use or not
-	now   time.Time   // latest Evaluate
+	open  int       // connections in the pool, in use or not
+	now   time.Time // latest Evaluate
 }
 
 // NewSelector returns a selector for peers 0..peers-1, every one on the shared path. Errors wrap
@@ -118,8 +118,8 @@ func (s *Selector) Incoming(peer int, now time.Time) error {
 
 // Admit is the target's half of the bound h: peer asks for an RC connection to this rank (it
 // was promoted there). It is accepted if this rank already has the connection, if the pool has
-// room, or if a pooled connection idle here can be closed for it (an Evict decision, returned);
-// otherwise refused, and the peer's driver reports ConnFailed there. An accepted connection is
+// room, or if a pooled connection idle at both ends (unused here, and by its peer within the
+// window) can be closed for it (an Evict decision, returned); otherwise refused, and the peer's driver reports ConnFailed there. An accepted connection is
 // pooled here: this rank's own operations to peer keep their path until Evaluate promotes it.
 // Errors (ErrBadPeer, ErrBadTime) change nothing.
 func (s *Selector) Admit(peer int, now time.Time) (bool, []Decision, error) {
@@ -132,7 +132,7 @@ func (s *Selector) Admit(peer int, now time.Time) (bool, []Decision, error) {
 	}
 	var out []Decision
 	if s.open >= s.cfg.MaxRC {
-		v := s.lruPooled()
+		v := s.lruPooled(now)
 		if v < 0 {
 			return false, nil, nil
 		}
@@ -143,11 +143,24 @@ func (s *Selector) Admit(peer int, now time.Time) (bool, []Decision, error) {
 	return true, out, nil
 }
 
-// ConnFailed tells the selector that peer's RC connection failed, was refused by the peer
-// (Admit) or closed by it: it leaves the pool, the peer is on the shared path (the driver's
-// Switch has moved it), and it is not promoted again before the idle timeout has passed.
-// Errors (ErrBadPeer, ErrBadTime, ErrBadEvent: no connection) change nothing.
+// ConnFailed tells the selector that peer's RC connection failed or was refused by the peer
+// (Admit there): it leaves the pool, the peer is on the shared path (the driver's Switch has
+// moved it), and it is not promoted again before the idle timeout has passed. Errors
+// (ErrBadPeer, ErrBadTime, ErrBadEvent: no connection) change nothing.
 func (s *Selector) ConnFailed(peer int, now time.Time) error {
+	if err := s.drop(peer, now); err != nil {
+		return err
+	}
+	s.retry[peer] = now.Add(s.cfg.IdleTimeout)
+	return nil
+}
+
+// Closed tells the selector that peer closed its RC connection to this rank (an Evict or a
+// Demote with Close there): it leaves the pool, and the peer is on the shared path (the
+// driver's Switch, fed ConnFailed, has moved it). Errors as ConnFailed.
+func (s *Selector) Closed(peer int, now time.Time) error { return s.drop(peer, now) }
+
+func (s *Selector) drop(peer int, now time.Time) error {
 	if err := s.check(peer, now); err != nil {
 		return err
 	}
@@ -156,7 +169,6 @@ func (s *Selector) ConnFailed(peer int, now time.Time) error {
 	}
 	s.conns[peer] = connNone
 	s.open--
-	s.retry[peer] = now.Add(s.cfg.IdleTimeout)
 	return nil
 }
 
@@ -169,7 +181,8 @@ func (s *Selector) ConnFailed(peer int, now time.Time) error {
 //     same traffic, per message. The mapping with the larger g is adopted if g > γ (T4).
 //  3. Peers leaving RC are demoted (their connections pooled); peers entering it are promoted,
 //     reusing their pooled connection or opening one, for which a full pool gives up its least
-//     recently used idle connection.
+//     recently used connection that its peer does not use either; when there is none, the
+//     peer stays on the shared path.
 //
 // Decisions come in the order the driver must carry them out: evictions and demotions before
 // promotions, so a connection closes before the one that replaces it opens and at most h are
@@ -217,8 +230,8 @@ func (s *Selector) Evaluate(now time.Time) ([]Decision, error) {
 			out = append(out, Decision{Peer: p, Action: Promote, Reuse: true})
 		case connNone:
 			if s.open >= s.cfg.MaxRC {
-				// next has at most h peers, so a full pool has an idle connection.
-				v := s.lruPooled()
+				// Every pooled connection is in use by its peer: this one stays shared.
+				v := s.lruPooled(now)
 				if v < 0 {
 					continue
 				}
@@ -303,11 +316,15 @@ func (s *Selector) check(peer int, now time.Time) error {
 	return s.stats.check(peer, now)
 }
 
-// lruPooled returns the pooled connection idle the longest (-1 if none).
-func (s *Selector) lruPooled() int {
+// lruPooled returns the pooled connection idle the longest that the peer has not used within
+// the window either (-1 if none): a connection the peer uses is not taken from it for another.
+func (s *Selector) lruPooled(now time.Time) int {
 	v := -1
 	for p, c := range s.conns {
-		if c == connPooled && (v < 0 || s.lastUse(p).Before(s.lastUse(v))) {
+		if c != connPooled || now.Sub(s.remote[p]) < s.cfg.Window {
+			continue
+		}
+		if v < 0 || s.lastUse(p).Before(s.lastUse(v)) {
 			v = p
 		}
 	}

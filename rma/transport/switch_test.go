@@ -184,7 +184,6 @@ type orderingDriver struct {
 	w        *Switch
 	next     uint64
 	pathOf   map[uint64]Path // in flight: the path it was issued on
-	issuedOn Path
 }
 
 // apply feeds one event derived from op and checks the invariants; it returns an error only for
@@ -250,9 +249,9 @@ func (d *orderingDriver) apply(t *testing.T, op byte) {
 }
 
 func TestSwitchOrderingRandomWalk(t *testing.T) {
-	for seed := range 50 {
+	for run := range 50 {
 		d := &orderingDriver{w: NewSwitch(PathShared), pathOf: map[uint64]Path{}}
-		x := uint32(seed*2654435761 + 1)
+		x := uint32(run*2654435761 + 1)
 		for range 2000 {
 			x ^= x << 13
 			x ^= x >> 17
