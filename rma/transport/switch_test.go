@@ -181,9 +181,9 @@ func mustStep(t *testing.T, w *Switch, e Event) []SwitchAction {
 // orderingDriver plays the driver over a Switch and checks ARMCI ordering: every operation
 // issued on a path completes before any operation is issued on another path.
 type orderingDriver struct {
-	w        *Switch
-	next     uint64
-	pathOf   map[uint64]Path // in flight: the path it was issued on
+	w      *Switch
+	next   uint64
+	pathOf map[uint64]Path // in flight: the path it was issued on
 }
 
 // apply feeds one event derived from op and checks the invariants; it returns an error only for
