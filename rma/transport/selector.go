@@ -86,10 +86,15 @@ func NewSelector(peers int, cfg Config) (*Selector, error) {
 
 // Record counts one operation of n bytes to peer at now (Stats.Record).
 func (s *Selector) Record(peer int, n int64, now time.Time) error {
+	return s.RecordBatch(peer, 1, n, now)
+}
+
+// RecordBatch counts msgs operations of bytes bytes in all to peer at now (Stats.RecordBatch).
+func (s *Selector) RecordBatch(peer int, msgs, bytes int64, now time.Time) error {
 	if now.Before(s.now) {
 		return fmt.Errorf("%w: %v before %v", ErrBadTime, now, s.now)
 	}
-	return s.stats.Record(peer, n, now)
+	return s.stats.RecordBatch(peer, msgs, bytes, now)
 }
 
 // Stats returns the selector's statistics (read them; feed them through Record).

@@ -25,7 +25,7 @@ type peerRecord struct {
 
 // Stats are per-peer communication statistics (messages, bytes, recent traffic over a sliding
 // window of Window), fed with Record events carrying the time; not safe for concurrent use (the
-// driver serializes). Memory: one fixed record per peer, about 0.4 KB.
+// driver serializes). Memory: one fixed record of 232 bytes per peer.
 type Stats struct {
 	window, slot time.Duration
 	now          time.Time // latest time seen
@@ -68,24 +68,34 @@ func (s *Stats) check(peer int, now time.Time) error {
 // Record counts one message of n bytes (n ≥ 0) to peer at time now. Errors (ErrBadPeer,
 // ErrBadTime, ErrBadEvent for n < 0) change nothing.
 func (s *Stats) Record(peer int, n int64, now time.Time) error {
+	return s.RecordBatch(peer, 1, n, now)
+}
+
+// RecordBatch counts msgs messages of bytes bytes in all to peer at time now: a driver that
+// keeps its own counters on the hot path (rma's per-peer atomic counters) feeds their increase
+// once per evaluation instead of every message. Errors (ErrBadPeer, ErrBadTime, ErrBadEvent for
+// a negative count) change nothing.
+func (s *Stats) RecordBatch(peer int, msgs, bytes int64, now time.Time) error {
 	if err := s.check(peer, now); err != nil {
 		return err
 	}
-	if n < 0 {
-		return fmt.Errorf("%w: message of %d bytes", ErrBadEvent, n)
+	if msgs < 0 || bytes < 0 {
+		return fmt.Errorf("%w: %d messages of %d bytes", ErrBadEvent, msgs, bytes)
 	}
 	s.now = now
 	p := &s.peers[peer]
-	p.msgs++
-	p.bytes += n
-	p.last = now
+	p.msgs += msgs
+	p.bytes += bytes
+	if msgs > 0 {
+		p.last = now
+	}
 	slot := now.UnixNano() / int64(s.slot)
 	b := &p.ring[slot%statBuckets]
 	if b.slot != slot {
 		*b = bucket{slot: slot}
 	}
-	b.msgs++
-	b.bytes += n
+	b.msgs += msgs
+	b.bytes += bytes
 	return nil
 }
 

@@ -57,6 +57,32 @@ func TestStatsWindowSlides(t *testing.T) {
 	}
 }
 
+// TestStatsBatchEqualsRecords: a batch counts as its messages recorded one by one.
+func TestStatsBatchEqualsRecords(t *testing.T) {
+	one, _ := NewStats(2, time.Second)
+	batch, _ := NewStats(2, time.Second)
+	for i := range 5 {
+		now := at(time.Duration(i) * 300 * time.Millisecond)
+		for range 7 {
+			if err := one.Record(1, 10, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := batch.RecordBatch(1, 7, 70, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.RecordBatch(0, 0, 0, now); err != nil { // nothing new: not a message
+			t.Fatal(err)
+		}
+	}
+	end := at(1200 * time.Millisecond)
+	if one.RecentAt(1, end, time.Second) != batch.RecentAt(1, end, time.Second) || one.Total(1) != batch.Total(1) ||
+		!one.Last(1).Equal(batch.Last(1)) || !batch.Last(0).IsZero() {
+		t.Fatalf("batch %+v %+v, records %+v %+v", batch.RecentAt(1, end, time.Second), batch.Total(1),
+			one.RecentAt(1, end, time.Second), one.Total(1))
+	}
+}
+
 func TestStatsBadInputChangesNothing(t *testing.T) {
 	s, _ := NewStats(3, time.Second)
 	if err := s.Record(0, 1, at(time.Second)); err != nil {
@@ -75,9 +101,15 @@ func TestStatsBadInputChangesNothing(t *testing.T) {
 		{0, 1, at(0), ErrBadTime},
 		{0, -1, at(2 * time.Second), ErrBadEvent},
 	} {
+		if err := s.RecordBatch(tt.peer, 1, tt.n, tt.now); !errors.Is(err, tt.want) {
+			t.Errorf("RecordBatch(%d, 1, %d, %v) = %v, want %v", tt.peer, tt.n, tt.now, err, tt.want)
+		}
 		if err := s.Record(tt.peer, tt.n, tt.now); !errors.Is(err, tt.want) {
 			t.Errorf("Record(%d, %d, %v) = %v, want %v", tt.peer, tt.n, tt.now, err, tt.want)
 		}
+	}
+	if err := s.RecordBatch(0, -1, 0, at(2*time.Second)); !errors.Is(err, ErrBadEvent) {
+		t.Errorf("RecordBatch of -1 messages = %v", err)
 	}
 	if !reflect.DeepEqual(before, *s) {
 		t.Error("rejected records changed the statistics")
