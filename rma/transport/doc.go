@@ -5,8 +5,8 @@
 // periodic evaluation with the threshold γ that keeps a peer from flapping, a bound h on RC
 // connections and a pool of RC connections that are reused and evicted when idle (Selector,
 // [Takagi15 §3.4]), and the channel switch protocol that keeps ARMCI ordering across a change
-// of path (Switch, [Takagi15 §3.3]). The memory figures behind the bound, about 200 KB per RC
-// queue pair against a per-peer record of a few KB on the shared path, are those of
+// of path (Switch, [Takagi15 §3.3]). The bound exists because an RC queue pair and its buffers
+// cost memory per peer while the shared path keeps only a small reliability record per peer
 // [Sridhar08].
 //
 // Everything here is a pure core: no goroutine, no clock read, no I/O. Events come in with the

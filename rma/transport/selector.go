@@ -124,9 +124,10 @@ func (s *Selector) Incoming(peer int, now time.Time) error {
 // Admit is the target's half of the bound h: peer asks for an RC connection to this rank (it
 // was promoted there). It is accepted if this rank already has the connection, if the pool has
 // room, or if a pooled connection idle at both ends (unused here, and by its peer within the
-// window) can be closed for it (an Evict decision, returned); otherwise refused, and the peer's driver reports ConnFailed there. An accepted connection is
-// pooled here: this rank's own operations to peer keep their path until Evaluate promotes it.
-// Errors (ErrBadPeer, ErrBadTime) change nothing.
+// window) can be closed for it (an Evict decision, returned); otherwise it is refused, and the
+// peer's driver reports ConnFailed there. An accepted connection is pooled here: this rank's own
+// operations to peer keep their path until Evaluate promotes it. Errors (ErrBadPeer,
+// ErrBadTime) change nothing.
 func (s *Selector) Admit(peer int, now time.Time) (bool, []Decision, error) {
 	if err := s.check(peer, now); err != nil {
 		return false, nil, err
@@ -179,8 +180,9 @@ func (s *Selector) drop(peer int, now time.Time) error {
 
 // Evaluate decides the changes at now [Takagi15 §3.4]:
 //
-//  1. A connection whose peer sent nothing for longer than the idle timeout is evicted (Demote
-//     with Close if the peer was on it, else Evict); that peer is not a candidate this round.
+//  1. A connection that carried nothing, from this rank (Record) or from its peer (Incoming,
+//     Admit), for longer than the idle timeout is evicted (Demote with Close if the peer was on
+//     it, else Evict); that peer is not a candidate this round.
 //  2. FindMap runs over the window and over its second half (the paper's extended and shrunk
 //     windows, T2–T3); for each, g is its reduction minus that of the current mapping over the
 //     same traffic, per message. The mapping with the larger g is adopted if g > γ (T4).

@@ -117,8 +117,8 @@ func (s *Stats) Last(peer int) time.Time {
 }
 
 // RecentAt returns the traffic to peer during the last span of the window ending at now: the
-// slots whose start lies within (now-span, now], span rounded up to whole slots and capped at
-// the window. Zero for a peer out of range.
+// slot holding now and the k−1 slots before it, k = span in slots (Window/8 each) rounded up,
+// 1..8. Zero for a peer out of range.
 func (s *Stats) RecentAt(peer int, now time.Time, span time.Duration) Recent {
 	if peer < 0 || peer >= len(s.peers) {
 		return Recent{}
