@@ -332,3 +332,25 @@ func RunKernel(t testing.TB, tb *Testbed, perHost, port int, args ...string) []s
 	t.Logf("rank 0:\n%s", outs[0])
 	return outs
 }
+
+// RunKernelAcrossTwoHosts runs the NAS-style program in the current directory with args on two
+// hosts whose rail meets in a switch, with one and then two ranks per host (rendezvous ports
+// from port), as subtests: every run must verify (RunKernel), and host 1 must receive more than
+// minRx bytes on its link, so the kernel's exchanges really crossed the network. It skips under
+// -short and without root (NewSwitchedTestbed).
+func RunKernelAcrossTwoHosts(t *testing.T, port int, minRx uint64, args ...string) {
+	if testing.Short() {
+		t.Skip("builds and runs two to four processes")
+	}
+	tb := NewSwitchedTestbed(t, 2, 1)
+	for perHost := 1; perHost <= 2; perHost++ {
+		t.Run(fmt.Sprintf("ranks-per-host=%d", perHost), func(t *testing.T) {
+			rx0, _ := tb.Bytes(1, 0)
+			RunKernel(t, tb, perHost, port+10*perHost, args...)
+			rx1, _ := tb.Bytes(1, 0)
+			if rx1-rx0 <= minRx {
+				t.Fatalf("host 1 received %d bytes, want more than %d", rx1-rx0, minRx)
+			}
+		})
+	}
+}

@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,17 +24,14 @@ import (
 )
 
 var kernel = driver.Kernel{Name: "cg", Flags: func(fs *flag.FlagSet) func(npb.Class) (driver.Problem, error) {
-	niter := fs.Int("niter", 0, "outer iterations instead of the class's (for quick runs; the verification then fails)")
+	niter := driver.IterFlag(fs, "outer iterations")
 	return func(c npb.Class) (driver.Problem, error) {
 		p, err := cg.ParamsFor(c)
 		if err != nil {
 			return nil, err
 		}
-		if *niter < 0 {
-			return nil, errors.New("-niter must be positive")
-		}
-		if *niter > 0 {
-			p.NIter = *niter
+		if err := niter(&p.NIter); err != nil {
+			return nil, err
 		}
 		return problem{p}, nil
 	}

@@ -1,29 +1,21 @@
 package main
 
 import (
-	"bytes"
-	"context"
+	"strings"
 	"testing"
-	"testing/synctest"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/goarmci/goarmci/examples/nas/internal/driver/drivertest"
 )
 
+const zetaS = " Zeta = 8.5971775078648E+00\n"
+
 func TestSerialClassSReport(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-serial", "-class", "S"}, &out, &errb)
-	assert.Equal(t, 0, code, errb.String())
-	s := out.String()
-	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n",
-		" Time in seconds = ", " Mop/s total = ", " Zeta = 8.5971775078648E+00\n"} {
-		assert.Contains(t, s, l)
-	}
+	drivertest.Check(t, run, []string{"-serial", "-class", "S"}, 0,
+		drivertest.ClassS(1, " Time in seconds = ", " Mop/s total = ", zetaS)...)
 }
 
 func TestBadClass(t *testing.T) {
-	var out, errb bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"-class", "Q"}, &out, &errb))
-	assert.Contains(t, errb.String(), "unknown benchmark class")
+	drivertest.BadClass(t, run)
 }
 
 // Without a launcher the program runs as a singleton job on the Global Arrays path.
@@ -31,26 +23,15 @@ func TestSingletonClassS(t *testing.T) {
 	if raceEnabled {
 		t.Skip("full class S under the race detector; TestUnsuccessfulExitStatus covers the path")
 	}
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-class", "S"}, &out, &errb)
-	assert.Equal(t, 0, code, errb.String())
-	s := out.String()
-	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n",
-		" Zeta = 8.5971775078648E+00\n", "Global Arrays"} {
-		assert.Contains(t, s, l)
-	}
+	drivertest.Check(t, run, []string{"-class", "S"}, 0, drivertest.ClassS(1, zetaS, "Global Arrays")...)
 }
 
 // Too few iterations: zeta misses the official value, the report says so and the status is 1.
 func TestUnsuccessfulExitStatus(t *testing.T) {
 	for _, args := range [][]string{{"-serial", "-niter", "2"}, {"-niter", "2"}} {
-		var out, errb bytes.Buffer
-		code := run(context.Background(), args, &out, &errb)
-		assert.Equal(t, 1, code, "%v: %s", args, errb.String())
-		assert.Contains(t, out.String(), " Verification = UNSUCCESSFUL\n", args)
+		drivertest.Check(t, run, args, 1, " Verification = UNSUCCESSFUL\n")
 	}
-	var out, errb bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"-niter", "-1"}, &out, &errb))
+	drivertest.Check(t, run, []string{"-niter", "-1"}, 2)
 }
 
 // -sim 16: the same program on 16 ranks of this process over the simulated network ibv/fabric,
@@ -59,20 +40,11 @@ func TestSimClassS(t *testing.T) {
 	if raceEnabled {
 		t.Skip("full class S under the race detector; cgga's TestRunClassSFabric covers the fabric path")
 	}
-	synctest.Test(t, func(t *testing.T) {
-		var out, errb bytes.Buffer
-		code := run(context.Background(), []string{"-class", "S", "-sim", "16"}, &out, &errb)
-		assert.Equal(t, 0, code, errb.String())
-		s := out.String()
-		for _, l := range []string{" Class = S\n", " Ranks = 16\n", " Verification = SUCCESSFUL\n",
-			" Zeta = 8.5971775078648E+00\n", "simulated fabric"} {
-			assert.Contains(t, s, l)
-		}
-	})
+	drivertest.Sim(t, run, 16, zetaS)
 }
 
 func TestSimBadRanks(t *testing.T) {
-	var out, errb bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"-sim", "-1"}, &out, &errb))
-	assert.Contains(t, errb.String(), "-sim -1")
+	if _, errb := drivertest.Check(t, run, []string{"-sim", "-1"}, 2); !strings.Contains(errb, "-sim -1") {
+		t.Errorf("stderr does not name -sim -1:\n%s", errb)
+	}
 }

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,17 +27,14 @@ import (
 )
 
 var kernel = driver.Kernel{Name: "ft", Flags: func(fs *flag.FlagSet) func(npb.Class) (driver.Problem, error) {
-	niter := fs.Int("niter", 0, "time steps instead of the class's (for quick runs; the verification then fails)")
+	niter := driver.IterFlag(fs, "time steps")
 	return func(c npb.Class) (driver.Problem, error) {
 		p, err := ft.ParamsFor(c)
 		if err != nil {
 			return nil, err
 		}
-		if *niter < 0 {
-			return nil, errors.New("-niter must be positive")
-		}
-		if *niter > 0 {
-			p.NIter = *niter
+		if err := niter(&p.NIter); err != nil {
+			return nil, err
 		}
 		return problem{p}, nil
 	}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/internal/testutil"
 )
@@ -15,16 +12,5 @@ import (
 // verifies, and the transposes cross the link (host 1 receives its half of every
 // redistribution, megabytes). It skips without root.
 func TestClassSAcrossTwoHosts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs two to four processes")
-	}
-	tb := testutil.NewSwitchedTestbed(t, 2, 1)
-	for perHost := 1; perHost <= 2; perHost++ {
-		t.Run(fmt.Sprintf("ranks-per-host=%d", perHost), func(t *testing.T) {
-			rx0, _ := tb.Bytes(1, 0)
-			testutil.RunKernel(t, tb, perHost, 25000+os.Getpid()%1000+10*perHost, "-class", "S")
-			rx1, _ := tb.Bytes(1, 0)
-			require.Greater(t, rx1-rx0, uint64(4<<20), "host 1 received less than 4 MiB")
-		})
-	}
+	testutil.RunKernelAcrossTwoHosts(t, 25000+os.Getpid()%1000, 4<<20, "-class", "S")
 }

@@ -1,45 +1,25 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/goarmci/goarmci/examples/nas/internal/driver/drivertest"
 )
 
 func TestSerialClassSReport(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-serial", "-class", "S"}, &out, &errb)
-	assert.Equal(t, 0, code, errb.String())
-	s := out.String()
-	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n",
-		" Time in seconds = ", " Mop/s total = ", " Size = 65536\n"} {
-		assert.Contains(t, s, l)
-	}
+	drivertest.Check(t, run, []string{"-serial", "-class", "S"}, 0,
+		drivertest.ClassS(1, " Time in seconds = ", " Mop/s total = ", " Size = 65536\n")...)
 }
 
 func TestBadClass(t *testing.T) {
-	var out, errb bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"-class", "Q"}, &out, &errb))
-	assert.Contains(t, errb.String(), "unknown benchmark class")
+	drivertest.BadClass(t, run)
 }
 
 // Without a launcher the program runs as a singleton job on the Global Arrays path.
 func TestSingletonClassS(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-class", "S"}, &out, &errb)
-	assert.Equal(t, 0, code, errb.String())
-	s := out.String()
-	for _, l := range []string{" Class = S\n", " Ranks = 1\n", " Verification = SUCCESSFUL\n", "Global Arrays"} {
-		assert.Contains(t, s, l)
-	}
+	drivertest.Check(t, run, []string{"-class", "S"}, 0, drivertest.ClassS(1, "Global Arrays")...)
 }
 
 func TestSerialBuckets(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"-serial", "-buckets", "-class", "S"}, &out, &errb)
-	assert.Equal(t, 0, code, errb.String())
-	assert.Contains(t, out.String(), " Verification = SUCCESSFUL\n")
-	assert.Contains(t, out.String(), "buckets")
+	drivertest.Check(t, run, []string{"-serial", "-buckets", "-class", "S"}, 0, " Verification = SUCCESSFUL\n", "buckets")
 }

@@ -28,18 +28,15 @@ import (
 )
 
 var kernel = driver.Kernel{Name: "mg", Flags: func(fs *flag.FlagSet) func(npb.Class) (driver.Problem, error) {
-	niter := fs.Int("niter", 0, "V-cycles instead of the class's (for quick runs; the verification then fails)")
+	niter := driver.IterFlag(fs, "V-cycles")
 	repl := fs.Int("replicate", mgga.DefaultReplicate, "largest grid `extent` computed replicated on every rank (-1: only the levels too small to distribute)")
 	return func(c npb.Class) (driver.Problem, error) {
 		p, err := mg.ParamsFor(c)
 		if err != nil {
 			return nil, err
 		}
-		if *niter < 0 {
-			return nil, errors.New("-niter must be positive")
-		}
-		if *niter > 0 {
-			p.NIter = *niter
+		if err := niter(&p.NIter); err != nil {
+			return nil, err
 		}
 		if *repl == 0 || *repl < -1 {
 			return nil, errors.New("-replicate must be a grid extent or -1")

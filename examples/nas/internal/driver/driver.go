@@ -8,6 +8,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -213,4 +214,20 @@ func Main(k Kernel) {
 	code := Run(ctx, k, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// IterFlag defines -niter on fs: what (e.g. "V-cycles") to run instead of the class's count, for
+// quick runs whose verification then fails. The function it returns sets *n to the flag's value
+// when one was given, and refuses a negative one.
+func IterFlag(fs *flag.FlagSet, what string) func(n *int) error {
+	niter := fs.Int("niter", 0, what+" instead of the class's (for quick runs; the verification then fails)")
+	return func(n *int) error {
+		if *niter < 0 {
+			return errors.New("-niter must be positive")
+		}
+		if *niter > 0 {
+			*n = *niter
+		}
+		return nil
+	}
 }
