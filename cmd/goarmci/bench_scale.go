@@ -85,7 +85,7 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.StringVar(&f.out, "out", "", "also write NAME.csv and NAME.png of every table into this directory")
 	fs.BoolVar(&f.verbose, "v", false, "report every job's wall time on stderr")
-	if err := fs.Parse(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == name })); err != nil {
+	if err := fs.Parse(without(args, name)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

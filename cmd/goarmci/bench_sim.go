@@ -83,14 +83,11 @@ func parseSim(stderr io.Writer, args []string) (*simFlags, bench.SimOptions, err
 	if fs.NArg() > 0 {
 		return nil, o, usageError("bench hotspot -sim: unexpected %q", fs.Args())
 	}
-	for s := range strings.SplitSeq(f.np, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return nil, o, usageError("bench hotspot -sim: -np %q", f.np)
-		}
-		o.Ranks = append(o.Ranks, n)
+	ranks, err := intList("np", f.np)
+	if err != nil {
+		return nil, o, err
 	}
-	var err error
+	o.Ranks = ranks
 	switch {
 	case f.paths > 0:
 		o.Runs = []bench.SimRun{{Paths: f.paths, Policy: f.policy}}
@@ -521,6 +518,10 @@ func drcJob(ctx context.Context, logw io.Writer, tb *testutil.Testbed, f *drcFla
 }
 
 // withoutScenario is args without the scenario's name (hotspot), which may stand among the flags.
-func withoutScenario(args []string) []string {
-	return slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == bench.ScenarioHotspot })
+func withoutScenario(args []string) []string { return without(args, bench.ScenarioHotspot) }
+
+// without returns args without the words equal to name (the benchmark's name, which may stand
+// among its flags).
+func without(args []string, name string) []string {
+	return slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == name })
 }
