@@ -162,3 +162,18 @@ func (r *rankT) FailNow() {
 }
 
 func (r *rankT) Failed() bool { return r.failed.Load() }
+
+// Results runs body on every rank of an n-rank job as Run does, fails the test on any rank's
+// error, and returns each rank's result, indexed by rank.
+func Results[R any](t *testing.T, n int, body func(ctx context.Context, rt *rma.Runtime) (R, error), opts ...Option) []R {
+	t.Helper()
+	results := make([]R, n)
+	Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+		res, err := body(ctx, rt)
+		if err != nil {
+			tb.Fatalf("rank %d: %v", rt.Rank(), err)
+		}
+		results[rt.Rank()] = res
+	}, opts...)
+	return results
+}

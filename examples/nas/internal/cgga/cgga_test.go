@@ -17,13 +17,9 @@ import (
 
 func runRanks(t *testing.T, n int, p cg.Params, opts ...rmatest.Option) []cg.Result {
 	t.Helper()
-	results := make([]cg.Result, n)
-	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
-		res, err := Run(ctx, rt, p, nil)
-		require.NoError(tb, err)
-		results[rt.Rank()] = res
+	return rmatest.Results(t, n, func(ctx context.Context, rt *rma.Runtime) (cg.Result, error) {
+		return Run(ctx, rt, p, nil)
 	}, opts...)
-	return results
 }
 
 // checkAgainstSerial runs p on each rank count and checks that every rank reports the same zeta,

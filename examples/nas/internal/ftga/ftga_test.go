@@ -18,13 +18,9 @@ import (
 
 func runRanks(t *testing.T, n int, p ft.Params, opts ...rmatest.Option) []ft.Result {
 	t.Helper()
-	results := make([]ft.Result, n)
-	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
-		res, err := Run(ctx, rt, p, nil)
-		require.NoError(tb, err)
-		results[rt.Rank()] = res
+	return rmatest.Results(t, n, func(ctx context.Context, rt *rma.Runtime) (ft.Result, error) {
+		return Run(ctx, rt, p, nil)
 	}, opts...)
-	return results
 }
 
 // check compares every rank's result with the serial reference's: the same verification, the

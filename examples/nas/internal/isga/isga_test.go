@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/examples/nas/internal/is"
 	"github.com/goarmci/goarmci/examples/nas/internal/npb"
@@ -16,13 +15,9 @@ import (
 
 func runRanks(t *testing.T, n int, p is.Params, opts ...rmatest.Option) []is.Result {
 	t.Helper()
-	results := make([]is.Result, n)
-	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
-		res, err := Run(ctx, rt, p, nil)
-		require.NoError(tb, err)
-		results[rt.Rank()] = res
+	return rmatest.Results(t, n, func(ctx context.Context, rt *rma.Runtime) (is.Result, error) {
+		return Run(ctx, rt, p, nil)
 	}, opts...)
-	return results
 }
 
 // Class S passes all 51 checks on 1, 2, 3, 4 and 5 ranks.

@@ -17,13 +17,9 @@ import (
 
 func runRanks(t *testing.T, n int, p mg.Params, cfg Config, opts ...rmatest.Option) []mg.Result {
 	t.Helper()
-	results := make([]mg.Result, n)
-	rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
-		res, err := Run(ctx, rt, p, cfg, nil)
-		require.NoError(tb, err)
-		results[rt.Rank()] = res
+	return rmatest.Results(t, n, func(ctx context.Context, rt *rma.Runtime) (mg.Result, error) {
+		return Run(ctx, rt, p, cfg, nil)
 	}, opts...)
-	return results
 }
 
 // check compares every rank's result with the serial reference's: the same verification, the
