@@ -1,0 +1,112 @@
+package rma
+
+import "github.com/goarmci/goarmci/ibv"
+
+// Memory accounting (Runtime.Memory, GOARMCI_STATS): the bytes this rank's communication objects
+// hold now, computed from the objects themselves (ibv.QP.MemoryFootprint, ibv.CQ,
+// ibv.Context.ConnMemory, the connection manager's), not from the Go heap: what a connection
+// costs, by kind, as [Sridhar08] measures memory per connection.
+
+// Kinds of MemoryKind.
+const (
+	MemRC         = "rc connection"       // a network peer's queue pairs (one per rail) and their connection records
+	MemNodeQP     = "node queue pair"     // a same-node peer's shared-memory queue pair
+	MemCQ         = "completion queue"    // the devices' completion queues
+	MemStream     = "provider connection" // the provider's byte streams, sockets, buffers, goroutines
+	MemCM         = "connection manager"  // the UD connection manager: queue pair, CQs, receive buffers
+	MemRegistered = "registered segment"  // memory of the live segments registered with the devices
+)
+
+// MemoryStats is the memory this rank's communication objects hold (Runtime.Memory), bytes.
+type MemoryStats struct {
+	Total int64        `json:"total"`
+	Kinds []MemoryKind `json:"kinds"`           // totals by kind, in the order of the Mem* constants, kinds present only
+	Peers []PeerMemory `json:"peers,omitempty"` // per connected peer (this rank excluded), rank order
+}
+
+// MemoryKind is the memory of the objects of one kind.
+type MemoryKind struct {
+	Kind  string `json:"kind"` // one of the Mem* constants
+	Count int    `json:"count"`
+	Bytes int64  `json:"bytes"`
+}
+
+// PeerMemory is the memory of the connection to one peer: its queue pairs and connection records.
+type PeerMemory struct {
+	Rank  int    `json:"rank"`
+	QPs   int    `json:"qps"`
+	Bytes int64  `json:"bytes"`
+	Kind  string `json:"kind"` // MemRC or MemNodeQP
+}
+
+// Memory returns what this rank's communication objects hold now: per connected peer, and the
+// totals by kind (connections, completion queues, the providers' streams, the connection
+// manager, registered segments). The objects' own accounting; the Go heap also holds what the
+// runtime allocates per operation, not counted here.
+func (r *Runtime) Memory() MemoryStats {
+	var ms MemoryStats
+	kinds := map[string]*MemoryKind{}
+	add := func(kind string, count int, bytes int64) {
+		k := kinds[kind]
+		if k == nil {
+			k = &MemoryKind{Kind: kind}
+			kinds[kind] = k
+		}
+		k.Count += count
+		k.Bytes += bytes
+	}
+	for _, pe := range r.peers {
+		if pe.rank == r.rank {
+			continue
+		}
+		pm := PeerMemory{Rank: pe.rank, Kind: MemRC}
+		if ch := r.channel(pe.rank); ch != nil {
+			for _, c := range ch.Subchannels() {
+				pm.QPs++
+				pm.Bytes += c.MemoryFootprint()
+			}
+		} else if pe.qp != nil {
+			pm.Kind, pm.QPs, pm.Bytes = MemNodeQP, 1, pe.qp.MemoryFootprint()
+			if pe.conn != nil {
+				pm.Bytes = pe.conn.MemoryFootprint()
+			}
+		}
+		if pm.QPs > 0 {
+			ms.Peers = append(ms.Peers, pm)
+			add(pm.Kind, pm.QPs, pm.Bytes)
+		}
+	}
+	cqs := map[*ibv.CQ]bool{}
+	for _, n := range r.nets {
+		for _, ep := range n.eps {
+			if ep.CQ != nil && !cqs[ep.CQ] {
+				cqs[ep.CQ] = true
+				add(MemCQ, 1, ep.CQ.MemoryFootprint())
+			}
+		}
+		if conns, b := n.dev.ConnMemory(); conns > 0 {
+			add(MemStream, conns, b)
+		}
+		if n.mgr != nil {
+			if cm := n.mgr.CM(); cm != nil {
+				add(MemCM, 1, cm.MemoryFootprint())
+			}
+		}
+	}
+	r.segMu.Lock()
+	for _, s := range r.live {
+		for _, mr := range s.mrs {
+			if mr != nil {
+				add(MemRegistered, 1, int64(mr.Length))
+			}
+		}
+	}
+	r.segMu.Unlock()
+	for _, k := range []string{MemRC, MemNodeQP, MemCQ, MemStream, MemCM, MemRegistered} {
+		if m := kinds[k]; m != nil {
+			ms.Kinds = append(ms.Kinds, *m)
+			ms.Total += m.Bytes
+		}
+	}
+	return ms
+}
