@@ -1,6 +1,11 @@
 package rma
 
-import "github.com/goarmci/goarmci/ibv"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/goarmci/goarmci/ibv"
+)
 
 // Memory accounting (Runtime.Memory, GOARMCI_STATS): the bytes this rank's communication objects
 // hold now, computed from the objects themselves (ibv.QP.MemoryFootprint, ibv.CQ,
@@ -109,4 +114,29 @@ func (r *Runtime) Memory() MemoryStats {
 		}
 	}
 	return ms
+}
+
+// writeMemory prints ms as GOARMCI_STATS's text does: the total, one line per kind (with the
+// bytes per object), one line per connected peer.
+func writeMemory(b *strings.Builder, ms MemoryStats) {
+	fmt.Fprintf(b, "  memory of the communication objects: %s\n", MemorySize(ms.Total))
+	for _, k := range ms.Kinds {
+		fmt.Fprintf(b, "    %s: %d, %s (%s each)\n", k.Kind, k.Count, MemorySize(k.Bytes), MemorySize(k.Bytes/int64(max(k.Count, 1))))
+	}
+	for _, p := range ms.Peers {
+		fmt.Fprintf(b, "    to rank %d (%s): %d queue pairs, %s\n", p.Rank, p.Kind, p.QPs, MemorySize(p.Bytes))
+	}
+}
+
+// MemorySize formats n bytes for reading: "812 B", "4.7 KiB", "1.2 MiB", "3.0 GiB".
+func MemorySize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
