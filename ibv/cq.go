@@ -21,8 +21,8 @@ type CQ struct {
 	ctx     *Context
 	mu      sync.Mutex
 	q       wqring.Ring[WC]
-	head    uint64 // absolute index of the oldest completion waiting
-	tail    uint64 // absolute index of the next completion
+	head    uint64       // absolute index of the oldest completion waiting
+	tail    uint64       // absolute index of the next completion
 	count   atomic.Int32 // == n, readable without the lock
 	signal  chan struct{}
 	overrun atomic.Bool
