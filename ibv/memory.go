@@ -71,3 +71,28 @@ func (c *Context) ConnMemory() (conns int, bytes int64) {
 	}
 	return 0, 0
 }
+
+// DCMemory is implemented by the QPDriver of a DC queue pair: the bytes of the record a new peer
+// adds (its transport state and first work-queue entries), and the records it holds.
+type DCMemory interface {
+	DCPeerBytes() int64
+	DCPeers() int
+}
+
+// DCPeerBytes is the bytes a new peer of a DC queue pair costs (a record with its first
+// work-queue entries; DCMemory), and 0 when qp is not a DC queue pair or its provider does not
+// account it.
+func (qp *QP) DCPeerBytes() int64 {
+	if m, ok := qp.drv.(DCMemory); ok && qp.typ == DC {
+		return m.DCPeerBytes()
+	}
+	return 0
+}
+
+// DCPeers is the number of peer records a DC queue pair holds (0 for other queue pairs).
+func (qp *QP) DCPeers() int {
+	if m, ok := qp.drv.(DCMemory); ok && qp.typ == DC {
+		return m.DCPeers()
+	}
+	return 0
+}

@@ -1,11 +1,102 @@
 package rma
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
+	"text/tabwriter"
 
+	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider/shm"
+	"github.com/goarmci/goarmci/ibv/provider/tcp"
+	"github.com/goarmci/goarmci/internal/config"
 )
+
+// The memory section of `goarmci info`: what one connection of each kind costs at each end with
+// the configured providers, from objects created on probe devices as a rank creates them.
+func init() {
+	config.RegisterSection(config.Section{Title: "memory per connection", Order: 11, Write: writeMemoryEstimates})
+}
+
+// MemoryEstimate is the memory of one object of a kind at one end, as a rank creates it
+// (the section of `goarmci info`).
+type MemoryEstimate struct {
+	Kind  string // "RC connection (tcp)", "DC peer (tcp)", ...
+	Bytes int64
+	What  string // what the bytes are
+}
+
+// memoryEstimates creates on probe devices of the configured providers (GOARMCI_RAILS for tcp)
+// one object of each kind a rank holds per peer or per device and returns their memory
+// (MemoryFootprint): an RC connection and a DC peer over tcp with the stream a pair of ports
+// shares, a same-node queue pair over shm, a completion queue and its entry. Errors name the
+// provider that could not be opened; the estimates of the others are returned.
+func memoryEstimates(c *config.Config) ([]MemoryEstimate, error) {
+	var out []MemoryEstimate
+	var errs []error
+	conn := func(dev *ibv.Context, kind, what string) {
+		ep, err := hybridft.NewEndpoint(dev, 1, completionCQE)
+		if err == nil {
+			var cn *hybridft.Conn
+			if cn, err = ep.NewConn(); err == nil {
+				out = append(out, MemoryEstimate{kind, cn.MemoryFootprint(), what})
+				err = cn.Close()
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", kind, err))
+		}
+	}
+	if dev, err := shm.Open(shm.Config{Job: fmt.Sprintf("mem%d", os.Getpid()), Name: "probe", Dir: c.ShmDir}); err != nil {
+		errs = append(errs, fmt.Errorf("shm: %w", err))
+	} else {
+		conn(dev, "node queue pair (shm)", "queue pair and connection record")
+		_ = dev.Close()
+	}
+	dev, err := openProbeTCP(c)
+	if err != nil {
+		return out, errors.Join(append(errs, fmt.Errorf("tcp: %w", err))...)
+	}
+	defer dev.Close()
+	conn(dev, "RC connection (tcp)", "queue pair (engine state, first work-queue entries) and connection record")
+	cq, err := dev.CreateCQ(completionCQE)
+	if err != nil {
+		return out, errors.Join(append(errs, fmt.Errorf("tcp: %w", err))...)
+	}
+	pd, err := dev.AllocPD()
+	if err == nil {
+		var qp *ibv.QP
+		if qp, err = pd.CreateQP(ibv.QPInitAttr{Type: ibv.DC, SendCQ: cq, RecvCQ: cq}); err == nil {
+			out = append(out, MemoryEstimate{"DC peer (tcp)", qp.DCPeerBytes(), "a peer record of the DC queue pair"})
+			err = qp.Destroy()
+		}
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DC peer (tcp): %w", err))
+	}
+	out = append(out,
+		MemoryEstimate{"tcp stream", tcp.StreamBytes(), "record, read buffer, reader and writer goroutines (per pair of ports)"},
+		MemoryEstimate{"completion queue", cq.MemoryFootprint(), "record and first entries, while empty (per device)"},
+		MemoryEstimate{"CQ entry", ibv.CQEntryBytes(), "per completion waiting beyond the first entries"})
+	return out, errors.Join(errs...)
+}
+
+func writeMemoryEstimates(w io.Writer, c *config.Config) error {
+	est, err := memoryEstimates(c)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tBYTES EACH END\tWHAT")
+	for _, e := range est {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Kind, MemorySize(e.Bytes), e.What)
+	}
+	_ = tw.Flush()
+	if err != nil {
+		fmt.Fprintf(w, "unavailable: %v\n", err)
+	}
+	return nil
+}
 
 // Memory accounting (Runtime.Memory, GOARMCI_STATS): the bytes this rank's communication objects
 // hold now, computed from the objects themselves (ibv.QP.MemoryFootprint, ibv.CQ,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/provider/tcp"
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -39,4 +40,26 @@ func checkMemory(t testing.TB, ms rma.MemoryStats, tr rma.Transport) {
 	require.Positive(t, kinds[rma.MemCQ].Count)
 	require.GreaterOrEqual(t, kinds[rma.MemCQ].Bytes, int64(kinds[rma.MemCQ].Count)*ibv.SizeOf[ibv.CQ]())
 	require.Positive(t, kinds[rma.MemRegistered].Bytes, "the runtime's and the test's segments")
+}
+
+// The estimates of `goarmci info` come from objects created as a rank creates them: every kind
+// is there with its bytes; an RC connection costs more than a DC peer record, a tcp stream at
+// least its read buffer, a completion queue its record and first entries.
+func TestMemoryEstimates(t *testing.T) {
+	c, _, err := config.FromEnv()
+	require.NoError(t, err)
+	est, err := rma.MemoryEstimates(&c)
+	require.NoError(t, err)
+	by := map[string]int64{}
+	for _, e := range est {
+		require.Positive(t, e.Bytes, e.Kind)
+		require.NotEmpty(t, e.What)
+		by[e.Kind] = e.Bytes
+	}
+	require.Len(t, by, 6, "%+v", est)
+	require.Greater(t, by["RC connection (tcp)"], by["DC peer (tcp)"])
+	require.Greater(t, by["node queue pair (shm)"], ibv.SizeOf[ibv.QP]())
+	require.Greater(t, by["tcp stream"], int64(256<<10))
+	require.Equal(t, ibv.SizeOf[ibv.CQ]()+4*ibv.CQEntryBytes(), by["completion queue"])
+	require.Equal(t, ibv.CQEntryBytes(), by["CQ entry"])
 }

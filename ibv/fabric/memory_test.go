@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/ibv/ibvtest"
 )
 
 // What the queue pairs account (ibv.QP.MemoryFootprint: engine state, work-queue entries, DC
@@ -22,4 +27,24 @@ func TestMemoryFootprintMatchesHeap(t *testing.T) {
 		assert.InEpsilon(t, rc, rcEst, 0.15, "%d peers: RC connection", n)
 		assert.InEpsilon(t, dc, dcEst, 0.15, "%d peers: DC peer", n)
 	}
+}
+
+// A DC queue pair accounts one record per peer it reached: DCPeers counts them and its
+// footprint grows by DCPeerBytes per peer.
+func TestDCPeerBytes(t *testing.T) {
+	_, devs := newFabric(t, fabric.Config{Nodes: 4})
+	qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
+	targets := ibvtest.DCTargets(t, memProvider, qa, devs[1:], 1, 64)
+	rc := ibvtest.CreateQP(t, devs[0], nil, ibv.RC, 16, ibv.QPCap{}, false)
+	assert.Zero(t, rc.DCPeerBytes(), "not a DC queue pair")
+	per := qa.DCPeerBytes()
+	require.Positive(t, per)
+	before := qa.MemoryFootprint()
+	for i, d := range targets {
+		require.NoError(t, qa.PostSend(d.WR(ibv.SendWR{ID: uint64(i), Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite,
+			LocalBuf: []byte{1}}, 0)))
+		ibvtest.WaitOK(t, qa.SendCQ(), uint64(i))
+	}
+	assert.Equal(t, len(targets), qa.DCPeers())
+	assert.Equal(t, before+int64(len(targets))*per, qa.MemoryFootprint())
 }

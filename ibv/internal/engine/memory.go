@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/goarmci/goarmci/ibv"
+import (
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/wqring"
+)
 
 // dcRecordOverhead is the bytes a DC peer record costs in the table's map besides the record:
 // the key, the pointer and the map's share of a bucket.
@@ -48,4 +51,13 @@ func (s *SRQ) MemoryFootprint() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return ibv.SizeOf[SRQ]() + int64(s.q.q.Len())*ibv.SizeOf[rwqe]()
+}
+
+// DCPeerBytes is the bytes of a new peer record of a DC queue pair (ibv.DCMemory): the record,
+// its place in the table, its first send-queue entries.
+func (q *QP) DCPeerBytes() int64 {
+	if !q.isDC() {
+		return 0
+	}
+	return ibv.SizeOf[QP]() + dcRecordOverhead + int64(min(wqring.First, q.dc.maxWR))*ibv.SizeOf[swqe]()
 }
