@@ -2,10 +2,14 @@ package udcm
 
 import "github.com/goarmci/goarmci/ibv"
 
-// MemoryFootprint is the bytes the connection manager holds now: its UD queue pair and CQs, the
-// receive buffers it keeps posted (registered), and its receive goroutine's stack
-// (ibv.GoroutineStackBytes).
+// MemoryFootprint is the bytes the connection manager holds now: its UD queue pair, SRQ and
+// CQs, the receive buffers it allocated (registered; they grow with bursts of messages, see
+// recvbufs.go), and its goroutines' stacks (ibv.GoroutineStackBytes each).
 func (c *CM) MemoryFootprint() int64 {
-	return ibv.SizeOf[CM]() + c.qp.MemoryFootprint() + c.scq.MemoryFootprint() + c.rcq.MemoryFootprint() +
-		int64(len(c.bufs)) + ibv.GoroutineStackBytes
+	n := ibv.SizeOf[CM]() + c.qp.MemoryFootprint() + c.scq.MemoryFootprint() + c.rcq.MemoryFootprint() +
+		c.recvBytes() + ibv.GoroutineStackBytes
+	if c.srq != nil {
+		n += c.srq.MemoryFootprint() + ibv.GoroutineStackBytes // and the event goroutine
+	}
+	return n
 }
