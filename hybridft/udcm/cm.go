@@ -176,7 +176,6 @@ func (c *CM) setup(nports int) error {
 	return nil
 }
 
-
 // Addrs are the CM's port addresses, one per rail (what peers send to).
 func (c *CM) Addrs() []string { return append([]string(nil), c.addrs...) }
 
