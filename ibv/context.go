@@ -112,6 +112,7 @@ type AsyncEvent struct {
 	QPNum uint32 // QP events
 	Port  uint8  // port events
 	CQ    *CQ    // CQ events
+	SRQ   *SRQ   // SRQ events
 	// Detail is a provider's explanation (e.g. which path failed).
 	Detail string
 }

@@ -6,16 +6,23 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goarmci/goarmci/internal/wqring"
 )
 
 // CQ is a completion queue (struct ibv_cq). Providers add completions (ibv/provider.Push);
 // consumers take them with Poll (ibv_poll_cq) or block in Wait (the completion-channel idiom).
+//
+// Its entries follow the completions waiting, not its capacity (internal/wqring, as the work
+// queues): a CQ starts with a few entries, doubles when a completion finds it full, up to the cqe
+// it was created with, and shrinks when it has been polled empty [Sridhar08]. It still overruns
+// exactly when cqe completions are waiting.
 type CQ struct {
 	ctx     *Context
 	mu      sync.Mutex
-	q       []WC // ring
-	head    int
-	n       int
+	q       wqring.Ring[WC]
+	head    uint64       // absolute index of the oldest completion waiting
+	tail    uint64       // absolute index of the next completion
 	count   atomic.Int32 // == n, readable without the lock
 	signal  chan struct{}
 	overrun atomic.Bool
@@ -31,11 +38,18 @@ func (c *Context) CreateCQ(cqe int) (*CQ, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &CQ{ctx: c, q: make([]WC, cqe), signal: make(chan struct{}, 1)}, nil
+	return &CQ{ctx: c, q: wqring.New[WC](cqe), signal: make(chan struct{}, 1)}, nil
 }
 
-// Cap is the number of entries the CQ holds.
-func (cq *CQ) Cap() int { return len(cq.q) }
+// Cap is the number of completions the CQ holds (cqe of CreateCQ).
+func (cq *CQ) Cap() int { return cq.q.Limit() }
+
+// entries is the number of entries the CQ's ring holds now (Cap at most).
+func (cq *CQ) entries() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.q.Len()
+}
 
 // Len is the number of completions waiting.
 func (cq *CQ) Len() int { return int(cq.count.Load()) }
@@ -44,16 +58,16 @@ func (cq *CQ) Len() int { return int(cq.count.Load()) }
 // CQ is marked overrun and an EventCQErr is posted, as hardware does; push then returns false.
 func (cq *CQ) push(wc WC) bool {
 	cq.mu.Lock()
-	if cq.n == len(cq.q) {
+	if !cq.q.Reserve(cq.head, cq.tail) {
 		cq.mu.Unlock()
 		if cq.overrun.CompareAndSwap(false, true) {
 			cq.ctx.postEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Detail: "CQ overrun"})
 		}
 		return false
 	}
-	cq.q[(cq.head+cq.n)%len(cq.q)] = wc
-	cq.n++
-	cq.count.Store(int32(cq.n))
+	*cq.q.At(cq.tail) = wc
+	cq.tail++
+	cq.count.Store(int32(cq.tail - cq.head))
 	cq.mu.Unlock()
 	select {
 	case cq.signal <- struct{}{}:
@@ -69,13 +83,13 @@ func (cq *CQ) Poll(wc []WC) int {
 	}
 	cq.mu.Lock()
 	k := 0
-	for k < len(wc) && cq.n > 0 {
-		wc[k] = cq.q[cq.head]
-		cq.head = (cq.head + 1) % len(cq.q)
-		cq.n--
+	for k < len(wc) && cq.head != cq.tail {
+		wc[k] = *cq.q.At(cq.head)
+		cq.head++
 		k++
 	}
-	cq.count.Store(int32(cq.n))
+	cq.q.Idle(cq.head, cq.tail)
+	cq.count.Store(int32(cq.tail - cq.head))
 	cq.mu.Unlock()
 	return k
 }

@@ -155,3 +155,36 @@ func TestCQConcurrentPushPoll(t *testing.T) {
 	assert.False(t, cq.Overrun())
 	assert.Equal(t, 0, cq.Len())
 }
+
+// A CQ's entries follow the completions waiting, not its capacity: a CQ of 64 Ki entries holds a
+// few, grows while completions wait, shrinks once polled empty, and still overruns exactly when
+// Cap completions wait.
+func TestCQGrowsWithCompletions(t *testing.T) {
+	c, _ := newStub(t)
+	const cqe = 1 << 16
+	cq, err := c.CreateCQ(cqe)
+	require.NoError(t, err)
+	small := cq.MemoryFootprint()
+	assert.Less(t, small, 64*ibv.CQEntryBytes(), "a new CQ holds its capacity")
+	for i := range 1000 {
+		require.True(t, provider.Push(cq, ibv.WC{WRID: uint64(i)}))
+	}
+	grown := cq.MemoryFootprint()
+	assert.GreaterOrEqual(t, grown, small+(1000-8)*ibv.CQEntryBytes(), "1000 completions waiting")
+	assert.Less(t, grown, small+2048*ibv.CQEntryBytes(), "grows by doubling")
+	wc := make([]ibv.WC, 1000)
+	require.Equal(t, 1000, cq.Poll(wc))
+	for i, w := range wc {
+		require.Equal(t, uint64(i), w.WRID, "order kept across the growth")
+	}
+	assert.Equal(t, small, cq.MemoryFootprint(), "polled empty: back to its first size")
+
+	small3, err := c.CreateCQ(3)
+	require.NoError(t, err)
+	for i := range 3 {
+		require.True(t, provider.Push(small3, ibv.WC{WRID: uint64(i)}))
+	}
+	assert.False(t, provider.Push(small3, ibv.WC{WRID: 3}), "overrun at exactly cqe")
+	assert.True(t, small3.Overrun())
+	assert.Equal(t, ibv.EventCQErr, nextEvent(t, c).Type)
+}

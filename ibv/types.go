@@ -247,6 +247,9 @@ const (
 	EventLIDChange                             // IBV_EVENT_LID_CHANGE
 	EventQPLastWQEReached                      // IBV_EVENT_QP_LAST_WQE_REACHED
 	EventDeviceFatal                           // IBV_EVENT_DEVICE_FATAL
+	// EventSRQLimitReached (IBV_EVENT_SRQ_LIMIT_REACHED): the receives posted to an SRQ fell
+	// below the limit armed with SRQ.ArmLimit; AsyncEvent.SRQ names it, the limit is disarmed.
+	EventSRQLimitReached
 )
 
 var eventNames = map[EventType]string{
@@ -254,7 +257,7 @@ var eventNames = map[EventType]string{
 	EventQPAccessErr: "QP_ACCESS_ERR", EventCommEst: "COMM_EST", EventSQDrained: "SQ_DRAINED",
 	EventPathMig: "PATH_MIG", EventPathMigErr: "PATH_MIG_ERR", EventPortActive: "PORT_ACTIVE",
 	EventPortErr: "PORT_ERR", EventLIDChange: "LID_CHANGE", EventQPLastWQEReached: "QP_LAST_WQE_REACHED",
-	EventDeviceFatal: "DEVICE_FATAL",
+	EventDeviceFatal: "DEVICE_FATAL", EventSRQLimitReached: "SRQ_LIMIT_REACHED",
 }
 
 func (e EventType) String() string {

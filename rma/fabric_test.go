@@ -222,18 +222,25 @@ func TestFabricJobLarge(t *testing.T) {
 			start := time.Now()
 			var peak runtime.MemStats
 			var gs int
+			var mem rma.MemoryStats
 			synctest.Test(t, func(t *testing.T) {
 				rmatest.RunFabric(t, n, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 					fabricJob(ctx, t, rt)
 					if rt.Rank() == 0 {
 						runtime.ReadMemStats(&peak)
 						gs = runtime.NumGoroutine()
+						mem = rt.Memory()
 					}
 				}, rmatest.Timeout(10*time.Minute))
 			})
 			t.Logf("%d ranks: %v wall, heap in use at the end of rank 0's body %d MiB, "+
 				"stacks %d MiB, sys %d MiB, goroutines then %d",
 				n, time.Since(start).Round(time.Millisecond), peak.HeapInuse>>20, peak.StackInuse>>20, peak.Sys>>20, gs)
+			for _, k := range mem.Kinds {
+				t.Logf("%d ranks: rank 0 accounts %d %s, %s (%s each)", n, k.Count, k.Kind, rma.MemorySize(k.Bytes),
+					rma.MemorySize(k.Bytes/int64(k.Count)))
+			}
+			require.Len(t, mem.Peers, n-1, "rank 0 is connected to every other rank")
 		})
 	}
 }

@@ -27,15 +27,7 @@ func writeProviders(w io.Writer, c *config.Config) error {
 		fmt.Fprintf(w, "shm       ranks of one node (one copy)          %s, %d port, max MR %d MiB\n", a.Name, a.PhysPortCnt, a.MaxMRSize>>20)
 		_ = dev.Close()
 	}
-	rails := c.Rails
-	if len(rails) == 0 {
-		rails = []string{defaultRail()}
-	}
-	var ports []tcp.PortConfig
-	for _, r := range rails {
-		ports = append(ports, tcp.PortConfig{Listen: listenAddr(r)})
-	}
-	dev, err := tcp.Open(tcp.Config{Name: "probe", Ports: ports})
+	dev, err := openProbeTCP(c)
 	if err != nil {
 		fmt.Fprintf(w, "tcp       ranks of other nodes (RC over TCP)    unavailable: %v\n", err)
 		return nil
@@ -52,6 +44,20 @@ func writeProviders(w io.Writer, c *config.Config) error {
 		fmt.Fprintf(w, "%-5d %-5d %-7v %-23s %-4d %d\n", i-1, pa.Num, portState(pa.State), pa.Addr, pa.LID, pa.MTU)
 	}
 	return nil
+}
+
+// openProbeTCP opens the tcp device a rank would open with c's rails (GOARMCI_RAILS), for the
+// report.
+func openProbeTCP(c *config.Config) (*ibv.Context, error) {
+	rails := c.Rails
+	if len(rails) == 0 {
+		rails = []string{defaultRail()}
+	}
+	var ports []tcp.PortConfig
+	for _, r := range rails {
+		ports = append(ports, tcp.PortConfig{Listen: listenAddr(r)})
+	}
+	return tcp.Open(tcp.Config{Name: "probe", Ports: ports})
 }
 
 func portState(s ibv.PortState) string { return s.String() }

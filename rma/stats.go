@@ -87,12 +87,14 @@ type rankStats struct {
 	// Rejected: attempts from outside the job this rank refused (Runtime.Rejected)
 	Rejected int64       `json:"rejected"`
 	Peers    []PeerStats `json:"peers"`
+	// Memory is what the communication objects hold at Finalize (Runtime.Memory).
+	Memory MemoryStats `json:"memory"`
 }
 
 // writeStats writes this rank's statistics (Finalize, GOARMCI_STATS): one JSON line for
 // GOARMCI_STATS=json, else a few readable lines (one per peer, one per rail).
 func (r *Runtime) writeStats(w io.Writer) {
-	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Rejected(), r.Stats()}
+	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Rejected(), r.Stats(), r.Memory()}
 	if r.cfg.env.cfg.StatsFormat == config.StatsJSON {
 		if b, err := json.Marshal(rs); err == nil {
 			fmt.Fprintf(w, "goarmci stats %s\n", b)
@@ -110,6 +112,7 @@ func (r *Runtime) writeStats(w io.Writer) {
 				i, rl.Posted, rl.Retransmissions, rl.Duplicates, rl.PathMigrations, rl.Recoveries, rl.Reposted)
 		}
 	}
+	writeMemory(&b, rs.Memory)
 	io.WriteString(w, b.String())
 }
 

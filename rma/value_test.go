@@ -292,16 +292,21 @@ func TestStatsExactCounts(t *testing.T) {
 						Rank, Size      int
 						SyncWaitSeconds float64 `json:"sync_wait_seconds"`
 						Peers           []rma.PeerStats
+						Memory          rma.MemoryStats
 					}
 					require.NoError(t, json.Unmarshal([]byte(line), &rec))
 					require.Equal(t, 0, rec.Rank)
 					require.Equal(t, 2, rec.Size)
 					require.Positive(t, rec.SyncWaitSeconds, "barriers")
 					require.Equal(t, st, rec.Peers)
+					checkMemory(t, rec.Memory, tr)
 					var txt bytes.Buffer
 					rt.WriteStats(&txt, false)
 					require.Contains(t, txt.String(), "goarmci stats: rank 0 of 2")
 					require.Contains(t, txt.String(), fmt.Sprintf("to rank 1 (%s): 5 puts, 2 gets, 1 accs, 4 atomics, 352 out, 100 in", tr))
+					require.Contains(t, txt.String(), "memory of the communication objects: "+rma.MemorySize(rec.Memory.Total))
+					require.Contains(t, txt.String(), fmt.Sprintf("to rank 1 (%s): 1 queue pairs, %s", rec.Memory.Peers[0].Kind,
+						rma.MemorySize(rec.Memory.Peers[0].Bytes)))
 				}
 				require.NoError(t, seg.Free(ctx))
 			}, rmatest.Transport(tr), rmatest.Configure(func(_ int, c *rma.Config) { c.Stats = true }))

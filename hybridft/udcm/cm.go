@@ -43,8 +43,9 @@ type CM struct {
 	scq     *ibv.CQ
 	rcq     *ibv.CQ
 	qp      *ibv.QP
-	mr      *ibv.MR
-	bufs    []byte
+	srq     *ibv.SRQ // the receives' shared receive queue (Open), or nil: the QP's receive queue
+	rmu     sync.Mutex
+	chunks  []recvChunk // the receive buffers, recvPerChunk each (rmu)
 	addrs   []string
 	handler Handler
 	log     zerolog.Logger
@@ -86,12 +87,11 @@ func Open(listen []string, h Handler, log *zerolog.Logger, opts ...Option) (*CM,
 	if err != nil {
 		return nil, fmt.Errorf("udcm: %w", err)
 	}
-	c, err := open(dev, len(listen), h, log, opts)
+	c, err := open(dev, len(listen), h, log, true, opts)
 	if err != nil {
 		_ = dev.Close()
 		return nil, err
 	}
-	c.ownDev = true
 	return c, nil
 }
 
@@ -102,11 +102,11 @@ func OpenOn(dev *ibv.Context, h Handler, log *zerolog.Logger, opts ...Option) (*
 	if dev == nil || h == nil {
 		return nil, fmt.Errorf("udcm: %w: no device or handler", ibv.ErrInvalidArgument)
 	}
-	return open(dev, dev.QueryDevice().PhysPortCnt, h, log, opts)
+	return open(dev, dev.QueryDevice().PhysPortCnt, h, log, false, opts)
 }
 
-func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger, opts []Option) (*CM, error) {
-	c := &CM{dev: dev, handler: h, ahs: map[string]*ibv.AH{}}
+func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger, ownDev bool, opts []Option) (*CM, error) {
+	c := &CM{dev: dev, handler: h, ahs: map[string]*ibv.AH{}, ownDev: ownDev}
 	for _, o := range opts {
 		o(c)
 	}
@@ -128,6 +128,10 @@ func open(dev *ibv.Context, nports int, h Handler, log *zerolog.Logger, opts []O
 	c.cancel = cancel
 	c.wg.Add(1)
 	go c.recvLoop(ctx)
+	if c.srq != nil {
+		c.wg.Add(1)
+		go c.eventLoop(ctx)
+	}
 	return c, nil
 }
 
@@ -142,7 +146,10 @@ func (c *CM) setup(nports int) error {
 	if c.rcq, err = c.dev.CreateCQ(recvDepth * 2); err != nil {
 		return fmt.Errorf("udcm: %w", err)
 	}
-	c.qp, err = c.pd.CreateQP(ibv.QPInitAttr{Type: ibv.UD, SendCQ: c.scq, RecvCQ: c.rcq,
+	if c.ownDev {
+		c.srq, _ = c.pd.CreateSRQ(recvDepth) // without one, every buffer is posted to the QP
+	}
+	c.qp, err = c.pd.CreateQP(ibv.QPInitAttr{Type: ibv.UD, SendCQ: c.scq, RecvCQ: c.rcq, SRQ: c.srq,
 		Cap: ibv.QPCap{MaxRecvWR: recvDepth, MaxSendWR: 64}})
 	if err != nil {
 		return fmt.Errorf("udcm: %w", err)
@@ -156,14 +163,8 @@ func (c *CM) setup(nports int) error {
 	if err := c.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1}, ibv.AttrState|ibv.AttrSQPSN); err != nil {
 		return fmt.Errorf("udcm: %w", err)
 	}
-	c.bufs = make([]byte, recvDepth*bufLen)
-	if c.mr, err = c.pd.RegMR(c.bufs, ibv.AccessLocalWrite); err != nil {
-		return fmt.Errorf("udcm: %w", err)
-	}
-	for i := 0; i < recvDepth; i++ {
-		if err := c.postRecv(uint64(i)); err != nil {
-			return err
-		}
+	if err := c.addChunks(); err != nil {
+		return err
 	}
 	for p := 1; p <= nports; p++ {
 		pa, err := c.dev.QueryPort(uint8(p))
@@ -171,14 +172,6 @@ func (c *CM) setup(nports int) error {
 			return fmt.Errorf("udcm: %w", err)
 		}
 		c.addrs = append(c.addrs, pa.Addr)
-	}
-	return nil
-}
-
-func (c *CM) postRecv(i uint64) error {
-	sge := c.mr.SGE(int(i)*bufLen, bufLen)
-	if err := c.qp.PostRecv(&ibv.RecvWR{ID: i, SGL: []ibv.SGE{sge}}); err != nil {
-		return fmt.Errorf("udcm: %w", err)
 	}
 	return nil
 }
@@ -261,7 +254,7 @@ func (c *CM) recvLoop(ctx context.Context) {
 		for i := 0; i < n; i++ {
 			wc := &wcs[i]
 			if wc.Status == ibv.WCSuccess && wc.WRID < recvDepth {
-				b := c.bufs[int(wc.WRID)*bufLen : int(wc.WRID)*bufLen+int(wc.ByteLen)]
+				b := c.buf(wc.WRID)[:wc.ByteLen]
 				body, err := unseal(c.key, b)
 				if err == nil {
 					err = m.Decode(body)

@@ -156,7 +156,10 @@ func heapBytes() uint64 {
 // write each), and n connected RC queue pairs on each side (default capacities, one shared CQ
 // per node, as hybridft creates them), with one 8-byte write each. The targets' DC QPs exist
 // before the DC measurement starts.
-func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc float64) {
+//
+// It also returns what the queue pairs account for the same connections, per connection (both
+// ends): dcEst the growth of the DC QPs' MemoryFootprint, rcEst the RC QPs' MemoryFootprint.
+func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc, dcEst, rcEst float64) {
 	_, devs := newFabric(t, fabric.Config{Nodes: 2})
 	qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
 	var targets []ibvtest.DCTarget
@@ -170,12 +173,21 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc float64) {
 		targets = append(targets, ibvtest.DCTarget{QP: ibvtest.ConnectDC(t, devs[1], pd1, 1, ibv.AccessAll), MR: mr, AH: ah})
 	}
 	buf := make([]byte, 8)
+	dcFootprint := func() int64 {
+		f := qa.MemoryFootprint()
+		for _, d := range targets {
+			f += d.QP.MemoryFootprint()
+		}
+		return f
+	}
+	estBefore := dcFootprint()
 	before := heapBytes()
 	for i, d := range targets {
 		require.NoError(t, qa.PostSend(d.WR(ibv.SendWR{ID: uint64(i), Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: buf}, 0)))
 		ibvtest.WaitOK(t, qa.SendCQ(), uint64(i))
 	}
 	dc = perPeer(before, n)
+	dcEst = float64(dcFootprint()-estBefore) / float64(n)
 	before = heapBytes()
 	for i, d := range targets {
 		require.NoError(t, qa.PostSend(d.WR(ibv.SendWR{ID: uint64(i), Flags: ibv.SendSignaled, Opcode: ibv.OpAtomicFetchAdd,
@@ -183,7 +195,7 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc float64) {
 		ibvtest.WaitOK(t, qa.SendCQ(), uint64(i))
 	}
 	replay = perPeer(before, n)
-	before = heapBytes()
+	before, cqBefore := heapBytes(), qa.SendCQ().MemoryFootprint()
 	const burst, wave = 32, 64 // 64 peers at a time: the CQ holds 4096 completions
 	for lo := 0; lo < n; lo += wave {
 		peers := targets[lo:min(lo+wave, n)]
@@ -197,7 +209,9 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc float64) {
 			require.Equal(t, ibv.WCSuccess, ibvtest.WaitWC(t, qa.SendCQ()).Status)
 		}
 	}
-	afterBurst = perPeer(before, n)
+	// the CQ, shared by every peer, keeps the ring the bursts grew (internal/wqring): not a
+	// per-peer cost
+	afterBurst = perPeer(before, n) - float64(qa.SendCQ().MemoryFootprint()-cqBefore)/float64(n)
 
 	pd0, err := devs[0].AllocPD()
 	require.NoError(t, err)
@@ -226,9 +240,12 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc float64) {
 	}
 	rc = perPeer(before, n)
 	for _, q := range qps {
+		rcEst += float64(q.MemoryFootprint()) / float64(n)
+	}
+	for _, q := range qps {
 		require.NoError(t, q.Destroy())
 	}
-	return dc, replay, afterBurst, rc
+	return dc, replay, afterBurst, rc, dcEst, rcEst
 }
 
 // The memory of a DC peer does not grow beyond a small record: at 64, 256 and 1024 peers a
@@ -240,7 +257,7 @@ func TestDCMemoryPerPeer(t *testing.T) {
 		t.Skip("memory measurement")
 	}
 	for _, n := range []int{64, 256, 1024} {
-		dc, replay, burst, rc := dcAndRCMemory(t, n)
+		dc, replay, burst, rc, _, _ := dcAndRCMemory(t, n)
 		t.Logf("%4d peers: DC %6.0f B per connection (both ends), +%4.0f B after a first atomic, %+5.0f B after a burst; RC %7.0f B per connection (both ends), RC/DC %.0f×",
 			n, dc, replay, burst, rc, rc/dc)
 		assert.Less(t, dc, rc, "%d peers: a DC record is not smaller than an RC queue pair", n)
