@@ -159,7 +159,11 @@ func heapBytes() uint64 {
 //
 // It also returns what the queue pairs account for the same connections, per connection (both
 // ends): dcEst the growth of the DC QPs' MemoryFootprint, rcEst the RC QPs' MemoryFootprint.
-func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc, dcEst, rcEst float64) {
+//
+// afterBurst is the heap's growth per peer across a burst of 32 requests in flight to every
+// peer (noisy: the heap holds more than the records), burstEst the growth of what the DC QPs
+// account for over the same burst (the records' queues, exactly).
+func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, burstEst, rc, dcEst, rcEst float64) {
 	_, devs := newFabric(t, fabric.Config{Nodes: 2})
 	qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
 	var targets []ibvtest.DCTarget
@@ -195,7 +199,7 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc, dcEst, rcEs
 		ibvtest.WaitOK(t, qa.SendCQ(), uint64(i))
 	}
 	replay = perPeer(before, n)
-	before, cqBefore := heapBytes(), qa.SendCQ().MemoryFootprint()
+	before, cqBefore, estBurstBefore := heapBytes(), qa.SendCQ().MemoryFootprint(), dcFootprint()
 	const burst, wave = 32, 64 // 64 peers at a time: the CQ holds 4096 completions
 	for lo := 0; lo < n; lo += wave {
 		peers := targets[lo:min(lo+wave, n)]
@@ -212,6 +216,7 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc, dcEst, rcEs
 	// the CQ, shared by every peer, keeps the ring the bursts grew (internal/wqring): not a
 	// per-peer cost
 	afterBurst = perPeer(before, n) - float64(qa.SendCQ().MemoryFootprint()-cqBefore)/float64(n)
+	burstEst = float64(dcFootprint()-estBurstBefore) / float64(n)
 
 	pd0, err := devs[0].AllocPD()
 	require.NoError(t, err)
@@ -245,7 +250,7 @@ func dcAndRCMemory(t *testing.T, n int) (dc, replay, afterBurst, rc, dcEst, rcEs
 	for _, q := range qps {
 		require.NoError(t, q.Destroy())
 	}
-	return dc, replay, afterBurst, rc, dcEst, rcEst
+	return dc, replay, afterBurst, burstEst, rc, dcEst, rcEst
 }
 
 // The memory of a DC peer does not grow beyond a small record: at 64, 256 and 1024 peers a
@@ -257,15 +262,19 @@ func TestDCMemoryPerPeer(t *testing.T) {
 		t.Skip("memory measurement")
 	}
 	for _, n := range []int{64, 256, 1024} {
-		dc, replay, burst, rc, _, _ := dcAndRCMemory(t, n)
-		t.Logf("%4d peers: DC %6.0f B per connection (both ends), +%4.0f B after a first atomic, %+5.0f B after a burst; RC %7.0f B per connection (both ends), RC/DC %.0f×",
-			n, dc, replay, burst, rc, rc/dc)
+		dc, replay, burst, burstEst, rc, _, _ := dcAndRCMemory(t, n)
+		t.Logf("%4d peers: DC %6.0f B per connection (both ends), +%4.0f B after a first atomic, %+5.0f B after a burst (accounted %+5.0f B); RC %7.0f B per connection (both ends), RC/DC %.0f×",
+			n, dc, replay, burst, burstEst, rc, rc/dc)
 		assert.Less(t, dc, rc, "%d peers: a DC record is not smaller than an RC queue pair", n)
 		// an RC queue pair's queues follow its outstanding requests, not its capacities
 		// (1024 × 168 B of send queue alone at the default MaxSendWR)
 		assert.Less(t, rc, 16384.0, "%d peers: an RC connection holds queues at its capacity", n)
-		// a send queue left at 32 entries would keep 28 × 168 B more per peer
-		assert.Less(t, burst, 2048.0, "%d peers: a burst left its send queues grown", n)
+		// After a burst of 32 requests in flight to every peer a record's send queue may keep a
+		// floor as deep as the burst (wqring: so that repeated bursts allocate nothing), how deep
+		// depending on how the peers' posts and completions interleaved; what it must not keep
+		// is its capacity (MaxSendWR entries of 168 B). Checked on the accounted bytes: the
+		// heap's growth also holds whatever else the burst allocated.
+		assert.Less(t, burstEst, 32*168.0, "%d peers: a burst left a send queue deeper than the burst", n)
 	}
 }
 

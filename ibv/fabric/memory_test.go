@@ -21,7 +21,7 @@ func TestMemoryFootprintMatchesHeap(t *testing.T) {
 		t.Skip("memory measurement")
 	}
 	for _, n := range []int{256, 1024} {
-		dc, _, _, rc, dcEst, rcEst := dcAndRCMemory(t, n)
+		dc, _, _, _, rc, dcEst, rcEst := dcAndRCMemory(t, n)
 		t.Logf("%4d peers: RC connection %5.0f B accounted, %5.0f B measured; DC peer %5.0f B accounted, %5.0f B measured",
 			n, rcEst, rc, dcEst, dc)
 		assert.InEpsilon(t, rc, rcEst, 0.15, "%d peers: RC connection", n)
