@@ -215,7 +215,10 @@ func OpenSwitchedTestbed(hosts, rails int) (*Testbed, error) {
 	}
 	for r := 0; r < rails; r++ {
 		br := fmt.Sprintf("br%d", r)
-		if out, err := exec.Command("ip", "-n", tb.sw, "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
+		// without multicast snooping the bridge floods a multicast frame to every port, as a
+		// switch that replicates to the group's members once they attached: with snooping, a
+		// host whose IGMP report the bridge has not seen yet misses the group's first frames
+		if out, err := exec.Command("ip", "-n", tb.sw, "link", "add", br, "type", "bridge", "mcast_snooping", "0").CombinedOutput(); err != nil {
 			return fail(fmt.Errorf("%w: cannot create a bridge: %v: %s", ErrNoNamespaces, err, strings.TrimSpace(string(out))))
 		}
 		if err := run("ip", "-n", tb.sw, "link", "set", br, "up"); err != nil {
