@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv/provider/shm"
@@ -180,6 +181,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.setupBarrierQP(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
+	if err := r.chooseBarrierAlg(ids); err != nil {
+		return nil, fmt.Errorf("rma: init: %w", err)
+	}
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
@@ -241,6 +245,13 @@ func (c *Config) fillDefaults() error {
 	}
 	if c.ShmDir == "" {
 		c.ShmDir = env.cfg.ShmDir
+	}
+	if c.Barrier == "" {
+		c.Barrier = env.cfg.Barrier
+	}
+	c.Barrier = strings.ToLower(strings.TrimSpace(c.Barrier))
+	if err := checkBarrierName(c.Barrier); err != nil {
+		return err
 	}
 	c.env = env
 	if c.StartupTimeout == 0 {

@@ -1,0 +1,106 @@
+package rma
+
+import (
+	"fmt"
+	"strings"
+)
+
+// barrierShape is what Init knows of the job when it chooses Barrier's algorithm; every rank
+// computes the same shape (host ids, the barrier queue pairs and their multicast are agreed
+// collectively at Init).
+type barrierShape struct {
+	ranks        int
+	nodes        int  // distinct host ids
+	ranksPerNode int  // the most ranks on one node
+	networkAll   bool // GOARMCI_TRANSPORT=tcp: ranks of one node also reach each other over the network
+	simulated    bool // the network device is Config.NetworkDevice's (the fabric model), not the tcp provider
+	datagrams    bool // every rank has a UD barrier queue pair (BarrierMessage*, RGM's multicast)
+	multicast    bool // the barrier queue pairs share a multicast group (Runtime.Multicast)
+}
+
+// Thresholds of the auto policy, from bench/README.md ("Barrier choice"): over the tcp provider
+// the central datagram barrier leads from 3 to 8 ranks (fewest messages on a host with fewer
+// cores than ranks) and pairwise exchange of datagrams at 2; on the fabric model pairwise
+// exchange of datagrams leads up to 512 ranks, RGM's single multicast release from 1024.
+const (
+	autoCentralMax  = 8    // tcp: BarrierMessage for 3..autoCentralMax ranks
+	autoRGMMinRanks = 1024 // RGM where the network carries multicast, from this many ranks
+)
+
+// chooseBarrier is GOARMCI_BARRIER=auto's policy, a pure function of the job's shape:
+//   - every rank on one node over shared memory: dissemination (CPU atomics on mapped flag
+//     words, ⌈log2 N⌉ rounds);
+//   - otherwise, without a UD barrier queue pair on every rank: dissemination (RDMA);
+//   - multicast and at least autoRGMMinRanks ranks: RGM [Kini03 §3.3];
+//   - the tcp provider: message-pairwise at 2 ranks, the central message barrier up to
+//     autoCentralMax, message-pairwise above (the central barrier's rank 0 serializes 2(N−1)
+//     datagrams);
+//   - the simulated fabric: message-pairwise.
+//
+// A job with several ranks on each of several nodes runs the network algorithm among all its
+// ranks: no hierarchical barrier (shared memory within a node, then one rank per node over the
+// network) exists yet.
+func chooseBarrier(s barrierShape) BarrierAlg {
+	n := s.ranks
+	switch {
+	case n <= 1, s.nodes <= 1 && !s.networkAll, !s.datagrams:
+		return BarrierDissemination
+	case s.multicast && n >= autoRGMMinRanks:
+		return BarrierRGM
+	case !s.simulated && n > 2 && n <= autoCentralMax:
+		return BarrierMessage
+	}
+	return BarrierMessagePairwise
+}
+
+// barrierAuto is GOARMCI_BARRIER's default.
+const barrierAuto = "auto"
+
+// parseBarrierAlg returns the algorithm named name (BarrierAlg.String), or ok false.
+func parseBarrierAlg(name string) (BarrierAlg, bool) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	for a := BarrierDissemination; a <= BarrierMessagePairwise; a++ {
+		if a.String() == name {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// checkBarrierName returns ErrConfig unless name is "auto" or an algorithm's name.
+func checkBarrierName(name string) error {
+	if _, ok := parseBarrierAlg(name); ok || name == barrierAuto {
+		return nil
+	}
+	return fmt.Errorf("%w: GOARMCI_BARRIER (Config.Barrier) %q: want auto or a barrier algorithm", ErrConfig, name)
+}
+
+// chooseBarrierAlg sets the job's barrier algorithm at Init, after the barrier queue pairs are
+// set up: Config.Barrier's, or chooseBarrier's for "auto". hostIDs are every rank's host id.
+// An algorithm this job cannot run is an ErrConfig error.
+func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) error {
+	name := r.cfg.Barrier
+	if name == barrierAuto {
+		perNode := make(map[string]int)
+		most := 0
+		for _, id := range hostIDs {
+			perNode[string(id)]++
+			most = max(most, perNode[string(id)])
+		}
+		r.barrierAlg = chooseBarrier(barrierShape{ranks: r.size,
+			nodes: len(perNode), ranksPerNode: most, networkAll: r.cfg.Transport == TransportTCP,
+			simulated: r.cfg.NetworkDevice != nil, datagrams: r.bq != nil, multicast: r.Multicast(),
+		})
+	} else {
+		r.barrierAlg, _ = parseBarrierAlg(name) // checked by fillDefaults
+		if err := r.checkBarrierAlg(r.barrierAlg); err != nil {
+			return fmt.Errorf("%w: GOARMCI_BARRIER=%v: %w", ErrConfig, r.barrierAlg, err)
+		}
+	}
+	r.log.Debug().Stringer("barrier", r.barrierAlg).Str("GOARMCI_BARRIER", name).Msg("rma: barrier algorithm")
+	return nil
+}
+
+// BarrierAlg returns the algorithm of Barrier (and of GA_Sync over it), chosen at Init from
+// GOARMCI_BARRIER (Config.Barrier).
+func (r *Runtime) BarrierAlg() BarrierAlg { return r.barrierAlg }
