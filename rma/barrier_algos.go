@@ -36,6 +36,10 @@ const (
 	// datagrams instead of RDMA ("MPI-PE", MPICH's barrier: [Kini03 §5]'s baseline), with
 	// resends for lost datagrams; it needs a network device on every rank (barrier_rgm.go).
 	BarrierMessagePairwise
+	// BarrierHierarchical gathers the ranks of each node at its leader over shared memory, runs
+	// RDMA dissemination among the nodes' leaders, and releases each node from its leader
+	// (barrier_hierarchical.go): the choice for several ranks on each of several nodes.
+	BarrierHierarchical
 )
 
 func (a BarrierAlg) String() string {
@@ -52,6 +56,8 @@ func (a BarrierAlg) String() string {
 		return "message"
 	case BarrierMessagePairwise:
 		return "message-pairwise"
+	case BarrierHierarchical:
+		return "hierarchical"
 	}
 	return fmt.Sprintf("BarrierAlg(%d)", int(a))
 }
@@ -86,7 +92,7 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 // checkBarrierAlg returns ErrBadOp when this job cannot run alg.
 func (r *Runtime) checkBarrierAlg(alg BarrierAlg) error {
 	switch alg {
-	case BarrierDissemination, BarrierPairwise, BarrierGatherBroadcast, BarrierRGM:
+	case BarrierDissemination, BarrierPairwise, BarrierGatherBroadcast, BarrierRGM, BarrierHierarchical:
 	case BarrierMessage, BarrierMessagePairwise:
 		if r.bq == nil && r.size > 1 {
 			return fmt.Errorf("%w: %v barrier: %w", ErrBadOp, alg, errNoBarrierQP)

@@ -30,20 +30,22 @@ const (
 // chooseBarrier is GOARMCI_BARRIER=auto's policy, a pure function of the job's shape:
 //   - every rank on one node over shared memory: dissemination (CPU atomics on mapped flag
 //     words, ⌈log2 N⌉ rounds);
+//   - several ranks on each of several nodes over shared memory within a node: hierarchical
+//     (the node's ranks through shared memory, one rank per node over the network);
 //   - otherwise, without a UD barrier queue pair on every rank: dissemination (RDMA);
 //   - multicast and at least autoRGMMinRanks ranks: RGM [Kini03 §3.3];
 //   - the tcp provider: message-pairwise at 2 ranks, the central message barrier up to
 //     autoCentralMax, message-pairwise above (the central barrier's rank 0 serializes 2(N−1)
 //     datagrams);
 //   - the simulated fabric: message-pairwise.
-//
-// A job with several ranks on each of several nodes runs the network algorithm among all its
-// ranks: no hierarchical barrier (shared memory within a node, then one rank per node over the
-// network) exists yet.
 func chooseBarrier(s barrierShape) BarrierAlg {
 	n := s.ranks
 	switch {
-	case n <= 1, s.nodes <= 1 && !s.networkAll, !s.datagrams:
+	case n <= 1, s.nodes <= 1 && !s.networkAll:
+		return BarrierDissemination
+	case s.ranksPerNode > 1 && !s.networkAll:
+		return BarrierHierarchical
+	case !s.datagrams:
 		return BarrierDissemination
 	case s.multicast && n >= autoRGMMinRanks:
 		return BarrierRGM
@@ -59,7 +61,7 @@ const barrierAuto = "auto"
 // parseBarrierAlg returns the algorithm named name (BarrierAlg.String), or ok false.
 func parseBarrierAlg(name string) (BarrierAlg, bool) {
 	name = strings.ToLower(strings.TrimSpace(name))
-	for a := BarrierDissemination; a <= BarrierMessagePairwise; a++ {
+	for a := BarrierDissemination; a <= BarrierHierarchical; a++ {
 		if a.String() == name {
 			return a, true
 		}
@@ -80,6 +82,7 @@ func checkBarrierName(name string) error {
 // An algorithm this job cannot run is an ErrConfig error.
 func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) error {
 	name := r.cfg.Barrier
+	r.node = newNodeLayout(hostIDs, r.rank)
 	if name == barrierAuto {
 		perNode := make(map[string]int)
 		most := 0

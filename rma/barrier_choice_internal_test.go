@@ -33,13 +33,17 @@ func TestChooseBarrier(t *testing.T) {
 		{"tcp forced on one node, 9", forced(tcp(9, 1)), BarrierMessagePairwise},
 		{"tcp, 2 nodes", tcp(2, 2), BarrierMessagePairwise},
 		{"tcp, 3 nodes", tcp(3, 3), BarrierMessage},
-		{"tcp, 2 nodes of 2", tcp(4, 2), BarrierMessage},
-		{"tcp, 4 nodes of 4", tcp(16, 4), BarrierMessagePairwise},
+		{"2 nodes of 2", tcp(4, 2), BarrierHierarchical},
+		{"4 nodes of 4", tcp(16, 4), BarrierHierarchical},
+		{"4 nodes of 4, no UD queue pair", noUD(tcp(16, 4)), BarrierHierarchical},
+		{"64 nodes of 16, multicast", mc(tcp(1024, 64)), BarrierHierarchical},
+		{"2 nodes of 2, tcp forced", forced(tcp(4, 2)), BarrierMessage},
+		{"4 nodes of 4, tcp forced", forced(tcp(16, 4)), BarrierMessagePairwise},
+		{"64 nodes of 16, tcp forced, multicast", forced(mc(tcp(1024, 64))), BarrierRGM},
 		{"tcp, 100 nodes", tcp(100, 100), BarrierMessagePairwise},
 		{"tcp, no UD queue pair", noUD(tcp(4, 4)), BarrierDissemination},
 		{"multicast, 1023", mc(tcp(1023, 1023)), BarrierMessagePairwise},
 		{"multicast, 1024", mc(tcp(1024, 1024)), BarrierRGM},
-		{"multicast, 64 nodes of 16", mc(tcp(1024, 64)), BarrierRGM},
 		{"multicast, no UD queue pair", noUD(mc(tcp(2048, 2048))), BarrierDissemination},
 		{"fabric, 2", sim(tcp(2, 2)), BarrierMessagePairwise},
 		{"fabric, 5", sim(tcp(5, 5)), BarrierMessagePairwise},
@@ -64,10 +68,28 @@ func TestBarrierKnobNamesAlgorithms(t *testing.T) {
 			assert.Equal(t, barrierAuto, v)
 		}
 	}
-	for a := BarrierDissemination; a <= BarrierMessagePairwise; a++ {
+	for a := BarrierDissemination; a <= BarrierHierarchical; a++ {
 		assert.True(t, seen[a], "%v has no GOARMCI_BARRIER value", a)
 	}
 	assert.ErrorIs(t, checkBarrierName("tournament"), ErrConfig)
 	_, ok := parseBarrierAlg(fmt.Sprint(BarrierAlg(99)))
 	assert.False(t, ok)
+}
+
+// newNodeLayout groups the ranks by host id, in rank order, and names each node's leader.
+func TestNewNodeLayout(t *testing.T) {
+	hosts := [][]byte{[]byte("b"), []byte("a"), []byte("b"), []byte("c"), []byte("a")}
+	cases := []struct {
+		rank int
+		want nodeLayout
+	}{
+		{0, nodeLayout{members: []int{0, 2}, idx: 0, leaders: []int{0, 1, 3}, lidx: 0}},
+		{1, nodeLayout{members: []int{1, 4}, idx: 0, leaders: []int{0, 1, 3}, lidx: 1}},
+		{2, nodeLayout{members: []int{0, 2}, idx: 1, leaders: []int{0, 1, 3}, lidx: -1}},
+		{3, nodeLayout{members: []int{3}, idx: 0, leaders: []int{0, 1, 3}, lidx: 2}},
+		{4, nodeLayout{members: []int{1, 4}, idx: 1, leaders: []int{0, 1, 3}, lidx: -1}},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, newNodeLayout(hosts, c.rank), "rank %d", c.rank)
+	}
 }

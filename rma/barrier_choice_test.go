@@ -46,7 +46,15 @@ func TestBarrierAutoByJobShape(t *testing.T) {
 		{"shm", 3, []rmatest.Option{rmatest.Transport(rma.TransportShm)}, rma.BarrierDissemination},
 		{"tcp/2", 2, []rmatest.Option{rmatest.Transport(rma.TransportTCP)}, rma.BarrierMessagePairwise},
 		{"tcp/4", 4, []rmatest.Option{rmatest.Transport(rma.TransportTCP)}, rma.BarrierMessage},
-		{"2 nodes of 2", 4, []rmatest.Option{rmatest.Transport(rma.TransportAuto), rmatest.Hosts(two)}, rma.BarrierMessage},
+		{"2 nodes of 2", 4, []rmatest.Option{rmatest.Transport(rma.TransportAuto), rmatest.Hosts(two)}, rma.BarrierHierarchical},
+		{"2 nodes of 2, tcp", 4, []rmatest.Option{rmatest.Transport(rma.TransportTCP), rmatest.Hosts(two)}, rma.BarrierMessage},
+		{"3 nodes of 3, 2, 1", 6, []rmatest.Option{rmatest.Transport(rma.TransportAuto), rmatest.Hosts(func(rank int) string {
+			return []string{"nodeA", "nodeB", "nodeA", "nodeC", "nodeB", "nodeA"}[rank]
+		})}, rma.BarrierHierarchical},
+		// 18 ranks on node A: its leader's gather tree has two levels (fan-in 16)
+		{"nodes of 18 and 2", 20, []rmatest.Option{rmatest.Transport(rma.TransportAuto), rmatest.Hosts(func(rank int) string {
+			return map[bool]string{true: "nodeA", false: "nodeB"}[rank%10 != 3]
+		})}, rma.BarrierHierarchical},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,7 +78,7 @@ func TestBarrierAutoByJobShape(t *testing.T) {
 // An algorithm named in Config.Barrier (GOARMCI_BARRIER) is Barrier's whatever the shape; an
 // unknown name, or a datagram barrier in a job without a network, fails Init with ErrConfig.
 func TestBarrierKnobChoosesAlgorithm(t *testing.T) {
-	for _, name := range []string{"dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise"} {
+	for _, name := range []string{"dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise", "hierarchical"} {
 		t.Run(name, func(t *testing.T) {
 			rmatest.Run(t, 3, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
 				assert.Equal(tb, name, rt.BarrierAlg().String())

@@ -17,7 +17,7 @@ import (
 
 // sysSegment layout: barrier flags, then the collective scratch (one slot per rank).
 const (
-	barrierSlots  = 64 // one flag per dissemination round: enough for 2^64 ranks
+	barrierSlots  = 128 // the barrier algorithms' flag words (barrier_algos.go, barrier_rgm.go, barrier_hierarchical.go)
 	flagBytes     = barrierSlots * 8
 	scratchTotal  = 1 << 20 // bytes of collective scratch per rank, split into 2·Size slots
 	minSlot       = 4096

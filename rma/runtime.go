@@ -175,6 +175,7 @@ type Runtime struct {
 	reduceBuf  []byte   // AllReduce's aligned accumulator, grown on demand
 	barrierID  uint64
 	barrierAlg BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
+	node       nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)
 	sig        signals    // the barriers' signals to network peers in flight (signal.go)
 	bq         *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
 	collStep   uint64     // collective steps so far: the scratch set of the next (collective.go)

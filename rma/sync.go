@@ -132,6 +132,8 @@ func (r *Runtime) barrierOf(ctx context.Context, alg BarrierAlg) error {
 		err = r.messageBarrier(ctx, id)
 	case BarrierMessagePairwise:
 		err = r.messagePairwiseBarrier(ctx, id)
+	case BarrierHierarchical:
+		err = r.hierarchicalBarrier(ctx, id)
 	default:
 		err = r.gatherBarrier(ctx, id)
 	}

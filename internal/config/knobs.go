@@ -97,7 +97,7 @@ const (
 )
 
 // BarrierAlgs are GOARMCI_BARRIER's values: auto, then the names of rma.BarrierAlg's algorithms.
-var BarrierAlgs = []string{"auto", "dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise"}
+var BarrierAlgs = []string{"auto", "dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise", "hierarchical"}
 
 var table = []Knob{
 	{Name: "GOARMCI_TRANSPORT", Type: "enum(auto|shm|tcp)", Default: "auto",
