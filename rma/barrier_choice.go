@@ -55,6 +55,17 @@ func chooseBarrier(s barrierShape) BarrierAlg {
 	return BarrierMessagePairwise
 }
 
+// leadersBarrier is BarrierHierarchical's algorithm among the nodes' leaders of a job of shape
+// s: chooseBarrier's for one rank per node, message-pairwise where that is RGM (which has no
+// form for a subset of the ranks).
+func leadersBarrier(s barrierShape) BarrierAlg {
+	s.ranks, s.ranksPerNode, s.networkAll = s.nodes, 1, false
+	if a := chooseBarrier(s); a != BarrierRGM {
+		return a
+	}
+	return BarrierMessagePairwise
+}
+
 // barrierAuto is GOARMCI_BARRIER's default.
 const barrierAuto = "auto"
 
@@ -83,17 +94,19 @@ func checkBarrierName(name string) error {
 func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) error {
 	name := r.cfg.Barrier
 	r.node = newNodeLayout(hostIDs, r.rank)
+	perNode := make(map[string]int)
+	most := 0
+	for _, id := range hostIDs {
+		perNode[string(id)]++
+		most = max(most, perNode[string(id)])
+	}
+	shape := barrierShape{ranks: r.size,
+		nodes: len(perNode), ranksPerNode: most, networkAll: r.cfg.Transport == TransportTCP,
+		simulated: r.cfg.NetworkDevice != nil, datagrams: r.bq != nil, multicast: r.Multicast(),
+	}
+	r.node.leaderAlg = leadersBarrier(shape)
 	if name == barrierAuto {
-		perNode := make(map[string]int)
-		most := 0
-		for _, id := range hostIDs {
-			perNode[string(id)]++
-			most = max(most, perNode[string(id)])
-		}
-		r.barrierAlg = chooseBarrier(barrierShape{ranks: r.size,
-			nodes: len(perNode), ranksPerNode: most, networkAll: r.cfg.Transport == TransportTCP,
-			simulated: r.cfg.NetworkDevice != nil, datagrams: r.bq != nil, multicast: r.Multicast(),
-		})
+		r.barrierAlg = chooseBarrier(shape)
 	} else {
 		r.barrierAlg, _ = parseBarrierAlg(name) // checked by fillDefaults
 		if err := r.checkBarrierAlg(r.barrierAlg); err != nil {

@@ -93,3 +93,28 @@ func TestNewNodeLayout(t *testing.T) {
 		assert.Equal(t, c.want, newNodeLayout(hosts, c.rank), "rank %d", c.rank)
 	}
 }
+
+// The hierarchical barrier's leaders run what auto would choose for one rank per node, never
+// RGM (no form for a subset of the ranks).
+func TestLeadersBarrier(t *testing.T) {
+	shape := func(ranks, nodes int, simulated, datagrams, multicast bool) barrierShape {
+		return barrierShape{ranks: ranks, nodes: nodes, ranksPerNode: (ranks + nodes - 1) / nodes,
+			simulated: simulated, datagrams: datagrams, multicast: multicast}
+	}
+	cases := []struct {
+		s    barrierShape
+		want BarrierAlg
+	}{
+		{shape(8, 1, false, true, false), BarrierDissemination},
+		{shape(4, 2, false, true, false), BarrierMessagePairwise},
+		{shape(8, 4, false, true, false), BarrierMessage},
+		{shape(64, 8, false, true, false), BarrierMessage},
+		{shape(64, 16, false, true, false), BarrierMessagePairwise},
+		{shape(64, 16, false, false, false), BarrierDissemination},
+		{shape(1<<14, 2048, false, true, true), BarrierMessagePairwise},
+		{shape(64, 16, true, true, true), BarrierMessagePairwise},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, leadersBarrier(c.s), "%+v", c.s)
+	}
+}

@@ -129,9 +129,9 @@ func (r *Runtime) barrierOf(ctx context.Context, alg BarrierAlg) error {
 	case BarrierRGM:
 		err = r.rgmBarrier(ctx, id)
 	case BarrierMessage:
-		err = r.messageBarrier(ctx, id)
+		err = r.messageBarrier(ctx, id, nil, r.rank)
 	case BarrierMessagePairwise:
-		err = r.messagePairwiseBarrier(ctx, id)
+		err = r.messagePairwiseBarrier(ctx, id, nil, r.rank)
 	case BarrierHierarchical:
 		err = r.hierarchicalBarrier(ctx, id)
 	default:
