@@ -19,11 +19,12 @@ type barrierShape struct {
 }
 
 // Thresholds of the auto policy, from bench/README.md ("Barrier choice"): over the tcp provider
-// the central datagram barrier leads from 3 to 8 ranks (fewest messages on a host with fewer
-// cores than ranks) and pairwise exchange of datagrams at 2; on the fabric model pairwise
+// the central datagram barrier leads from 4 to 8 ranks (fewest messages on a host with fewer
+// cores than ranks) and pairwise exchange of datagrams at 2 and 3; on the fabric model pairwise
 // exchange of datagrams leads up to 512 ranks, RGM's single multicast release from 1024.
 const (
-	autoCentralMax  = 8    // tcp: BarrierMessage for 3..autoCentralMax ranks
+	autoCentralMin  = 4 // tcp: BarrierMessage for autoCentralMin..autoCentralMax ranks
+	autoCentralMax  = 8
 	autoRGMMinRanks = 1024 // RGM where the network carries multicast, from this many ranks
 )
 
@@ -34,8 +35,8 @@ const (
 //     (the node's ranks through shared memory, one rank per node over the network);
 //   - otherwise, without a UD barrier queue pair on every rank: dissemination (RDMA);
 //   - multicast and at least autoRGMMinRanks ranks: RGM [Kini03 §3.3];
-//   - the tcp provider: message-pairwise at 2 ranks, the central message barrier up to
-//     autoCentralMax, message-pairwise above (the central barrier's rank 0 serializes 2(N−1)
+//   - the tcp provider: the central message barrier for autoCentralMin..autoCentralMax ranks,
+//     message-pairwise below and above (the central barrier's rank 0 serializes 2(N−1)
 //     datagrams);
 //   - the simulated fabric: message-pairwise.
 func chooseBarrier(s barrierShape) BarrierAlg {
@@ -49,7 +50,7 @@ func chooseBarrier(s barrierShape) BarrierAlg {
 		return BarrierDissemination
 	case s.multicast && n >= autoRGMMinRanks:
 		return BarrierRGM
-	case !s.simulated && n > 2 && n <= autoCentralMax:
+	case !s.simulated && n >= autoCentralMin && n <= autoCentralMax:
 		return BarrierMessage
 	}
 	return BarrierMessagePairwise

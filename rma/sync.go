@@ -86,10 +86,12 @@ func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 // Barrier synchronizes all ranks (ARMCI_Barrier): it first completes this rank's outstanding
 // operations (AllFence), then runs the job's barrier algorithm, chosen once at Init from
 // GOARMCI_BARRIER (Config.Barrier): by default ("auto") from the job's shape — every rank on
-// one node: the RDMA dissemination barrier over shared memory; ranks on several nodes (or
-// GOARMCI_TRANSPORT=tcp): a datagram barrier, or RGM where the network carries multicast and the
-// job is large (barrier_choice.go; the measurements behind the policy are in bench/README.md,
-// "Barrier choice"). BarrierAlg reports the choice; BarrierWith runs another.
+// one node: the RDMA dissemination barrier over shared memory; several ranks on each of several
+// nodes: the hierarchical barrier (shared memory within a node, the nodes' leaders over the
+// network); one rank per node (or GOARMCI_TRANSPORT=tcp): a datagram barrier, or RGM where the
+// network carries multicast and the job is large (barrier_choice.go; the measurements behind
+// the policy are in bench/README.md, "Barrier choice"). BarrierAlg reports the choice;
+// BarrierWith runs another.
 //
 // The dissemination barrier is [Kini03 §3]'s "RDS": in round k every rank writes the barrier's
 // id into flag k of rank (me+2^k) mod N and polls its own flag k until the id written by rank
