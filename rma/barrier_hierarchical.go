@@ -6,7 +6,7 @@ import (
 )
 
 // BarrierHierarchical (barrier_algos.go) is the two-level barrier of a job with several ranks
-// on each of several nodes, as MVAPICH2's and Open MPI's hierarchical collectives and the
+// on each of several nodes (the shape of MVAPICH2's and Open MPI's hierarchical collectives):
 // the ranks of a node gather at its leader (its lowest rank) up a tree of fan-in hierFanIn of
 // flag writes over shared memory; the leaders, one per node, run a barrier among themselves over
 // the network (the algorithm GOARMCI_BARRIER=auto would choose for a job of one rank per node:
@@ -16,7 +16,9 @@ import (
 //
 // Flag words (system segment): hierChildSlot+c at a rank is written by its child c on the node,
 // hierReleaseSlot by its node's leader, hierRoundSlot+k at a leader by the leader 2^k places
-// before it: one writer each, so the barrier ids written into them only grow [Kini03 §4].
+// before it: one writer each, so the barrier ids written into them only grow [Kini03 §4]. The
+// leaders' datagram barriers use the words and datagram slots of BarrierMessage and
+// BarrierMessagePairwise (barrier_rgm.go), whose receivers keep the highest id seen per slot.
 const (
 	hierFanIn       = 16
 	hierChildSlot   = 64 // + child index 0..hierFanIn-1
