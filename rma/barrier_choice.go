@@ -90,9 +90,9 @@ func checkBarrierName(name string) error {
 }
 
 // chooseBarrierAlg sets the job's barrier algorithm at Init, after the barrier queue pairs are
-// set up: Config.Barrier's, or chooseBarrier's for "auto". hostIDs are every rank's host id.
-// An algorithm this job cannot run is an ErrConfig error.
-func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) error {
+// set up: Config.Barrier's, or chooseBarrier's for "auto" and for an algorithm this job cannot
+// run (a datagram barrier without a network: a warning). hostIDs are every rank's host id.
+func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) {
 	name := r.cfg.Barrier
 	r.node = newNodeLayout(hostIDs, r.rank)
 	perNode := make(map[string]int)
@@ -106,16 +106,16 @@ func (r *Runtime) chooseBarrierAlg(hostIDs [][]byte) error {
 		simulated: r.cfg.NetworkDevice != nil, datagrams: r.bq != nil, multicast: r.Multicast(),
 	}
 	r.node.leaderAlg = leadersBarrier(shape)
-	if name == barrierAuto {
-		r.barrierAlg = chooseBarrier(shape)
-	} else {
-		r.barrierAlg, _ = parseBarrierAlg(name) // checked by fillDefaults
-		if err := r.checkBarrierAlg(r.barrierAlg); err != nil {
-			return fmt.Errorf("%w: GOARMCI_BARRIER=%v: %w", ErrConfig, r.barrierAlg, err)
+	r.barrierAlg = chooseBarrier(shape)
+	if name != barrierAuto {
+		alg, _ := parseBarrierAlg(name) // checked by fillDefaults
+		if err := r.checkBarrierAlg(alg); err != nil {
+			r.log.Warn().Err(err).Stringer("barrier", r.barrierAlg).Msg("rma: GOARMCI_BARRIER names a barrier this job cannot run: auto's choice instead")
+		} else {
+			r.barrierAlg = alg
 		}
 	}
 	r.log.Debug().Stringer("barrier", r.barrierAlg).Str("GOARMCI_BARRIER", name).Msg("rma: barrier algorithm")
-	return nil
 }
 
 // BarrierAlg returns the algorithm of Barrier (and of GA_Sync over it), chosen at Init from

@@ -2,9 +2,6 @@ package rma_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -76,7 +73,8 @@ func TestBarrierAutoByJobShape(t *testing.T) {
 }
 
 // An algorithm named in Config.Barrier (GOARMCI_BARRIER) is Barrier's whatever the shape; an
-// unknown name, or a datagram barrier in a job without a network, fails Init with ErrConfig.
+// unknown name fails Init with ErrConfig; a datagram barrier in a job without a network gives
+// way to auto's choice.
 func TestBarrierKnobChoosesAlgorithm(t *testing.T) {
 	for _, name := range []string{"dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise", "hierarchical"} {
 		t.Run(name, func(t *testing.T) {
@@ -89,22 +87,8 @@ func TestBarrierKnobChoosesAlgorithm(t *testing.T) {
 	_, err := rma.Init(context.Background(), &rma.Config{Barrier: "tournament"})
 	assert.ErrorIs(t, err, rma.ErrConfig)
 	assert.ErrorContains(t, err, "GOARMCI_BARRIER")
-	g := rmatest.NewGroup(2)
-	defer g.Close()
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			rt, err := rma.Init(t.Context(), &rma.Config{Bootstrap: g.Member(i), Transport: rma.TransportShm,
-				HostID: "rmatest", Job: fmt.Sprintf("knob-%d", os.Getpid()), Barrier: "message"})
-			if err == nil {
-				_ = rt.Finalize(t.Context())
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		assert.ErrorIs(t, err, rma.ErrConfig, "rank %d: a message barrier without a network", i)
-	}
+	rmatest.Run(t, 2, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
+		assert.Equal(tb, rma.BarrierDissemination, rt.BarrierAlg(), "a message barrier without a network")
+		holdsEveryRank(ctx, tb, rt, 4)
+	}, rmatest.Transport(rma.TransportShm), rmatest.Configure(func(_ int, cfg *rma.Config) { cfg.Barrier = "message" }))
 }

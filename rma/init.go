@@ -181,9 +181,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.setupBarrierQP(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
-	if err := r.chooseBarrierAlg(ids); err != nil {
-		return nil, fmt.Errorf("rma: init: %w", err)
-	}
+	r.chooseBarrierAlg(ids)
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}

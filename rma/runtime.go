@@ -116,7 +116,8 @@ type Config struct {
 	// Barrier is the algorithm of Barrier: "auto" (chosen at Init from the job's nodes, ranks,
 	// transport and multicast: barrier_choice.go) or a BarrierAlg's name; default
 	// GOARMCI_BARRIER. Every rank must use the same value. Init fails with ErrConfig for an
-	// unknown name or an algorithm the job cannot run.
+	// unknown name; an algorithm the job cannot run (a datagram barrier without a network) gives
+	// way to auto's choice, with a warning.
 	Barrier string
 
 	env envDefaults
