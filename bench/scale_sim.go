@@ -121,15 +121,15 @@ func onDemandJob(ctx context.Context, m SimModel, n int) (onDemandStats, error) 
 	job := rmatest.FabricJob{Fabric: m.fabricConfig(n), Configure: m.configure}
 	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
 		t0 := time.Now()
-		if err := rt.Barrier(ctx); err != nil {
+		if err := rt.BarrierWith(ctx, rma.BarrierDissemination); err != nil {
 			return err
 		}
 		t1 := time.Now()
-		if err := rt.Barrier(ctx); err != nil {
+		if err := rt.BarrierWith(ctx, rma.BarrierDissemination); err != nil {
 			return err
 		}
 		t2 := time.Now()
-		if err := rt.Barrier(ctx); err != nil {
+		if err := rt.BarrierWith(ctx, rma.BarrierDissemination); err != nil {
 			return err
 		}
 		k := 0

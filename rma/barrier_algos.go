@@ -12,7 +12,7 @@ import (
 type BarrierAlg int
 
 const (
-	// BarrierDissemination is Barrier's algorithm: RDMA dissemination ("RDS", [Kini03 §3.2]),
+	// BarrierDissemination is RDMA dissemination ("RDS", [Kini03 §3.2]),
 	// ⌈log2 N⌉ rounds for any N.
 	BarrierDissemination BarrierAlg = iota
 	// BarrierPairwise is RDMA pairwise exchange by recursive doubling ("RPE", [Kini03 §3.1], MPICH's
@@ -36,6 +36,10 @@ const (
 	// datagrams instead of RDMA ("MPI-PE", MPICH's barrier: [Kini03 §5]'s baseline), with
 	// resends for lost datagrams; it needs a network device on every rank (barrier_rgm.go).
 	BarrierMessagePairwise
+	// BarrierHierarchical gathers the ranks of each node at its leader over shared memory, runs
+	// RDMA dissemination among the nodes' leaders, and releases each node from its leader
+	// (barrier_hierarchical.go): the choice for several ranks on each of several nodes.
+	BarrierHierarchical
 )
 
 func (a BarrierAlg) String() string {
@@ -52,6 +56,8 @@ func (a BarrierAlg) String() string {
 		return "message"
 	case BarrierMessagePairwise:
 		return "message-pairwise"
+	case BarrierHierarchical:
+		return "hierarchical"
 	}
 	return fmt.Sprintf("BarrierAlg(%d)", int(a))
 }
@@ -71,16 +77,25 @@ const (
 // BarrierWith synchronizes all ranks with the chosen algorithm (ARMCI_Barrier with a choice of
 // [Kini03]'s algorithms, for the barrier benchmark): it first completes this rank's outstanding
 // operations (AllFence). Every rank must pass the same alg. Errors: ErrBadOp for an unknown
-// algorithm or a job too large for pairwise exchange (more than 2^14 ranks), ctx's, transport
-// errors.
+// algorithm, a datagram barrier without a network device on every rank, or a job too large
+// for pairwise exchange (more than 2^14 ranks), ctx's, transport errors.
 func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
+	if err := r.checkBarrierAlg(alg); err != nil {
+		return err
+	}
+	if err := r.AllFence(ctx); err != nil {
+		return err
+	}
+	return r.barrierOf(ctx, alg)
+}
+
+// checkBarrierAlg returns ErrBadOp when this job cannot run alg.
+func (r *Runtime) checkBarrierAlg(alg BarrierAlg) error {
 	switch alg {
-	case BarrierDissemination:
-		return r.Barrier(ctx)
-	case BarrierPairwise, BarrierGatherBroadcast, BarrierRGM:
+	case BarrierDissemination, BarrierPairwise, BarrierGatherBroadcast, BarrierRGM, BarrierHierarchical:
 	case BarrierMessage, BarrierMessagePairwise:
 		if r.bq == nil && r.size > 1 {
-			return fmt.Errorf("%w: %w", ErrBadOp, errNoBarrierQP)
+			return fmt.Errorf("%w: %v barrier: %w", ErrBadOp, alg, errNoBarrierQP)
 		}
 	default:
 		return fmt.Errorf("%w: barrier algorithm %v", ErrBadOp, alg)
@@ -88,31 +103,7 @@ func (r *Runtime) BarrierWith(ctx context.Context, alg BarrierAlg) error {
 	if (alg == BarrierPairwise || alg == BarrierMessagePairwise) && r.size > 1<<pairwiseMaxRounds {
 		return fmt.Errorf("%w: pairwise barrier of %d ranks (at most %d)", ErrBadOp, r.size, 1<<pairwiseMaxRounds)
 	}
-	if err := r.AllFence(ctx); err != nil {
-		return err
-	}
-	if err := r.anyFailedErr(); err != nil {
-		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
-	}
-	if r.size == 1 {
-		return nil
-	}
-	r.barrierID++
-	id := r.barrierID
-	var err error
-	switch alg {
-	case BarrierPairwise:
-		err = r.pairwiseBarrier(ctx, id)
-	case BarrierRGM:
-		err = r.rgmBarrier(ctx, id)
-	case BarrierMessage:
-		err = r.messageBarrier(ctx, id)
-	case BarrierMessagePairwise:
-		err = r.messagePairwiseBarrier(ctx, id)
-	default:
-		err = r.gatherBarrier(ctx, id)
-	}
-	return r.reaped(ctx, err) // the signals to network peers posted by the RDMA algorithms
+	return nil
 }
 
 // await polls this rank's flag word slot until it holds id or more, written by rank from (probed

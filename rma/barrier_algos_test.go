@@ -17,7 +17,7 @@ import (
 // until all have arrived: each rank adds 1 to a counter at rank 0 before the barrier, and after
 // it the counter must equal round·n.
 func TestBarrierWithHoldsEveryRank(t *testing.T) {
-	algs := []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast}
+	algs := []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast, rma.BarrierHierarchical}
 	for _, n := range []int{1, 2, 3, 4, 6, 9} {
 		rmatest.Run(t, n, func(ctx context.Context, tb testing.TB, rt *rma.Runtime) {
 			seg, err := rt.Malloc(ctx, 8)
@@ -43,7 +43,8 @@ func TestBarrierWithHoldsEveryRank(t *testing.T) {
 // flags still hold every rank. 67 ranks make gather-broadcast's rank 0 post more releases than it
 // keeps in flight (it reaps them midway).
 func TestBarrierReapsSignals(t *testing.T) {
-	algs := []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast, rma.BarrierRGM}
+	algs := []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast, rma.BarrierRGM,
+		rma.BarrierHierarchical}
 	sizes := []int{2, 3, 8, 9}
 	if !testing.Short() {
 		sizes = append(sizes, 67)

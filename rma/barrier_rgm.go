@@ -467,10 +467,30 @@ func (r *Runtime) fanIn() int {
 // errNoBarrierQP: BarrierMessage needs every rank's barrier queue pair.
 var errNoBarrierQP = errors.New("the message barrier needs a UD queue pair on every rank's network device")
 
-// messageBarrier is BarrierMessage for barrier id (see the top of the file).
-func (r *Runtime) messageBarrier(ctx context.Context, id uint64) error {
+// members are the ranks taking part in a barrier of a subset of the job (the nodes' leaders of
+// BarrierHierarchical), ascending, the first one rank 0 (the central barrier's root, which
+// holds the arrival counts and the release word NAKs read); nil means every rank.
+type members []int
+
+func (m members) len(size int) int {
+	if m == nil {
+		return size
+	}
+	return len(m)
+}
+
+func (m members) rank(i int) int {
+	if m == nil {
+		return i
+	}
+	return m[i]
+}
+
+// messageBarrier is BarrierMessage for barrier id among ms (see the top of the file); this
+// rank is ms.rank(me).
+func (r *Runtime) messageBarrier(ctx context.Context, id uint64, ms members, me int) error {
 	bq := r.bq
-	if r.rank != 0 {
+	if me != 0 {
 		arrive := func() error {
 			if err := r.sendMsg(0, msgArrive, id); err != nil {
 				return fmt.Errorf("rma: message barrier: %w", err)
@@ -485,9 +505,10 @@ func (r *Runtime) messageBarrier(ctx context.Context, id uint64) error {
 		}
 		return nil
 	}
+	n := ms.len(r.size)
 	missing := func() int {
-		for p := 1; p < r.size; p++ {
-			if bq.arrive[p] < id {
+		for i := 1; i < n; i++ {
+			if p := ms.rank(i); bq.arrive[p] < id {
 				return p
 			}
 		}
@@ -509,41 +530,41 @@ func (r *Runtime) messageBarrier(ctx context.Context, id uint64) error {
 		return fmt.Errorf("rma: message barrier: waiting for rank %d: %w", missing(), err)
 	}
 	r.noteRelease(id)
-	for p := 1; p < r.size; p++ {
-		if err := r.sendMsg(p, msgRelease, id); err != nil {
+	for i := 1; i < n; i++ {
+		if err := r.sendMsg(ms.rank(i), msgRelease, id); err != nil {
 			return fmt.Errorf("rma: message barrier: %w", err)
 		}
 	}
 	return nil
 }
 
-// messagePairwiseBarrier is BarrierMessagePairwise for barrier id: the rounds of pairwiseBarrier
-// (the extra ranks beyond the largest power of two P report to me-P first and are released by
-// it last), each a datagram to the partner and a wait for the partner's. A rank whose partner's
-// datagram has not come within rgmNakFirst (doubling up to rgmNakMax) reads the id the partner
-// last sent in that slot from its flag word (a NAK by a one-sided read, as RGM's, answered even
-// after the partner has moved on).
-func (r *Runtime) messagePairwiseBarrier(ctx context.Context, id uint64) error {
-	n, me := r.size, r.rank
+// messagePairwiseBarrier is BarrierMessagePairwise for barrier id among ms, this rank being
+// ms.rank(me): the rounds of pairwiseBarrier (the extra members beyond the largest power of two
+// P report to me-P first and are released by it last), each a datagram to the partner and a
+// wait for the partner's. A rank whose partner's datagram has not come within rgmNakFirst
+// (doubling up to rgmNakMax) reads the id the partner last sent in that slot from its flag word
+// (a NAK by a one-sided read, as RGM's, answered even after the partner has moved on).
+func (r *Runtime) messagePairwiseBarrier(ctx context.Context, id uint64, ms members, me int) error {
+	n := ms.len(r.size)
 	p := 1 << (bits.Len(uint(n)) - 1)
 	if me >= p {
-		if err := r.exchange(ctx, me-p, peExtraSlot, peReleaseSlot, id); err != nil {
+		if err := r.exchange(ctx, ms.rank(me-p), peExtraSlot, peReleaseSlot, id); err != nil {
 			return fmt.Errorf("rma: message-pairwise barrier: %w", err)
 		}
 		return nil
 	}
 	if me < n-p {
-		if err := r.awaitExchange(ctx, peExtraSlot, id, me+p); err != nil {
-			return fmt.Errorf("rma: message-pairwise barrier: waiting for rank %d: %w", me+p, err)
+		if err := r.awaitExchange(ctx, peExtraSlot, id, ms.rank(me+p)); err != nil {
+			return fmt.Errorf("rma: message-pairwise barrier: waiting for rank %d: %w", ms.rank(me+p), err)
 		}
 	}
 	for k := 0; 1<<k < p; k++ {
-		if err := r.exchange(ctx, me^(1<<k), peRoundSlot+k, peRoundSlot+k, id); err != nil {
+		if err := r.exchange(ctx, ms.rank(me^(1<<k)), peRoundSlot+k, peRoundSlot+k, id); err != nil {
 			return fmt.Errorf("rma: message-pairwise barrier: round %d: %w", k, err)
 		}
 	}
 	if me < n-p {
-		if err := r.sendExchange(me+p, peReleaseSlot, id); err != nil {
+		if err := r.sendExchange(ms.rank(me+p), peReleaseSlot, id); err != nil {
 			return fmt.Errorf("rma: message-pairwise barrier: %w", err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 var everyBarrier = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast,
-	rma.BarrierRGM, rma.BarrierMessage, rma.BarrierMessagePairwise}
+	rma.BarrierRGM, rma.BarrierMessage, rma.BarrierMessagePairwise, rma.BarrierHierarchical}
 
 // barrierRounds runs rounds barriers of every algorithm in turn: before barrier e every rank
 // puts e into its word of array e%2 at rank 0, after it every rank reads that array back, and

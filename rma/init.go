@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv/provider/shm"
@@ -16,7 +17,7 @@ import (
 
 // sysSegment layout: barrier flags, then the collective scratch (one slot per rank).
 const (
-	barrierSlots  = 64 // one flag per dissemination round: enough for 2^64 ranks
+	barrierSlots  = 128 // the barrier algorithms' flag words (barrier_algos.go, barrier_rgm.go, barrier_hierarchical.go)
 	flagBytes     = barrierSlots * 8
 	scratchTotal  = 1 << 20 // bytes of collective scratch per rank, split into 2·Size slots
 	minSlot       = 4096
@@ -180,6 +181,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	if err := r.setupBarrierQP(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
+	r.chooseBarrierAlg(ids)
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
@@ -241,6 +243,13 @@ func (c *Config) fillDefaults() error {
 	}
 	if c.ShmDir == "" {
 		c.ShmDir = env.cfg.ShmDir
+	}
+	if c.Barrier == "" {
+		c.Barrier = env.cfg.Barrier
+	}
+	c.Barrier = strings.ToLower(strings.TrimSpace(c.Barrier))
+	if err := checkBarrierName(c.Barrier); err != nil {
+		return err
 	}
 	c.env = env
 	if c.StartupTimeout == 0 {

@@ -113,6 +113,12 @@ type Config struct {
 	// on virtual time (each poll of each waiting rank is an event of the bubble, so a shorter
 	// one costs more of the machine's time).
 	NetworkPoll time.Duration
+	// Barrier is the algorithm of Barrier: "auto" (chosen at Init from the job's nodes, ranks,
+	// transport and multicast: barrier_choice.go) or a BarrierAlg's name; default
+	// GOARMCI_BARRIER. Every rank must use the same value. Init fails with ErrConfig for an
+	// unknown name; an algorithm the job cannot run (a datagram barrier without a network) gives
+	// way to auto's choice, with a warning.
+	Barrier string
 
 	env envDefaults
 }
@@ -166,16 +172,18 @@ type Runtime struct {
 	nextSeg int
 	live    map[int]*Segment
 
-	sys       *Segment // barrier flags and collective scratch
-	reduceBuf []byte   // AllReduce's aligned accumulator, grown on demand
-	barrierID uint64
-	sig       signals    // the barriers' signals to network peers in flight (signal.go)
-	bq        *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
-	collStep  uint64     // collective steps so far: the scratch set of the next (collective.go)
-	mutexes   *Segment
-	notify    *Segment // word p of my part: notifies received from rank p (notify.go)
-	notified  []int64  // per rank: notifies this rank sent to it
-	awaited   []int64  // per rank: notifies from it this rank has waited for
+	sys        *Segment // barrier flags and collective scratch
+	reduceBuf  []byte   // AllReduce's aligned accumulator, grown on demand
+	barrierID  uint64
+	barrierAlg BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
+	node       nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)
+	sig        signals    // the barriers' signals to network peers in flight (signal.go)
+	bq         *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
+	collStep   uint64     // collective steps so far: the scratch set of the next (collective.go)
+	mutexes    *Segment
+	notify     *Segment // word p of my part: notifies received from rank p (notify.go)
+	notified   []int64  // per rank: notifies this rank sent to it
+	awaited    []int64  // per rank: notifies from it this rank has waited for
 
 	finalized atomic.Bool
 	closers   []func() error

@@ -84,19 +84,22 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 
 // Barrier synchronizes all ranks (ARMCI_Barrier): it first completes this rank's outstanding
-// operations (AllFence), then runs the RDMA dissemination barrier of [Kini03 §3] ("RDS"): in
-// round k every rank writes the barrier's id into flag k of rank (me+2^k) mod N and polls its
-// own flag k until the id written by rank (me−2^k) mod N arrives. The ids only grow, so the
-// flags never need resetting ([Kini03 §4], "barrier_id"). The write is an 8-byte atomic swap
-// rather than an RDMA write so the polled word can never be read torn; to a network peer it is
-// posted, as [Kini03 §3]'s write, and the barrier reaps its completion before returning (signal.go).
+// operations (AllFence), then runs the job's barrier algorithm, chosen once at Init from
+// GOARMCI_BARRIER (Config.Barrier): by default ("auto") from the job's shape — every rank on
+// one node: the RDMA dissemination barrier over shared memory; several ranks on each of several
+// nodes: the hierarchical barrier (shared memory within a node, the nodes' leaders over the
+// network); one rank per node (or GOARMCI_TRANSPORT=tcp): a datagram barrier, or RGM where the
+// network carries multicast and the job is large (barrier_choice.go; the measurements behind
+// the policy are in bench/README.md, "Barrier choice"). BarrierAlg reports the choice;
+// BarrierWith runs another.
 //
-// The algorithm by job size: dissemination at every size. On the fabric (2 µs per link, virtual
-// time, rma's TestBarrierLatencyFabric) rank 0's mean barrier at 8 / 16 / 24 / 64 / 128 ranks
-// took 12 / 16 / 20 / 24 / 28 µs with dissemination, 12 / 16 / 68 / 24 / 28 µs with pairwise
-// exchange, 0.10 / 1.2 / 0.30 / 1.4 / 1.3 ms with RGM (BarrierRGM) and 0.06 / 0.14 / 0.62 / 1.3 /
-// 1.3 ms with the message barrier: a software network has no per-message cost for RGM's single
-// multicast to save, and the tree's waits back off to sleeps. BarrierWith picks another.
+// The dissemination barrier is [Kini03 §3]'s "RDS": in round k every rank writes the barrier's
+// id into flag k of rank (me+2^k) mod N and polls its own flag k until the id written by rank
+// (me−2^k) mod N arrives. The ids only grow, so the flags never need resetting ([Kini03 §4],
+// "barrier_id"). The write is an 8-byte atomic swap rather than an RDMA write so the polled word
+// can never be read torn; to a network peer it is posted, as [Kini03 §3]'s write, and the
+// barrier reaps its completion before returning (signal.go). Errors: ErrPeerFailed naming a
+// failed rank, ErrPartition, ctx's, transport errors.
 func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {
 		return err
@@ -104,7 +107,13 @@ func (r *Runtime) Barrier(ctx context.Context) error {
 	return r.barrier(ctx)
 }
 
-func (r *Runtime) barrier(ctx context.Context) error {
+// barrier is Barrier without its AllFence, for the collectives that complete their own
+// operations first.
+func (r *Runtime) barrier(ctx context.Context) error { return r.barrierOf(ctx, r.barrierAlg) }
+
+// barrierOf runs one barrier of algorithm alg (checked by checkBarrierAlg) and reaps the
+// signals the RDMA algorithms posted to network peers.
+func (r *Runtime) barrierOf(ctx context.Context, alg BarrierAlg) error {
 	if err := r.anyFailedErr(); err != nil {
 		return fmt.Errorf("rma: barrier: %w", err) // it can no longer complete
 	}
@@ -113,17 +122,38 @@ func (r *Runtime) barrier(ctx context.Context) error {
 	}
 	r.barrierID++
 	id := r.barrierID
+	var err error
+	switch alg {
+	case BarrierDissemination:
+		err = r.disseminationBarrier(ctx, id)
+	case BarrierPairwise:
+		err = r.pairwiseBarrier(ctx, id)
+	case BarrierRGM:
+		err = r.rgmBarrier(ctx, id)
+	case BarrierMessage:
+		err = r.messageBarrier(ctx, id, nil, r.rank)
+	case BarrierMessagePairwise:
+		err = r.messagePairwiseBarrier(ctx, id, nil, r.rank)
+	case BarrierHierarchical:
+		err = r.hierarchicalBarrier(ctx, id)
+	default:
+		err = r.gatherBarrier(ctx, id)
+	}
+	return r.reaped(ctx, err) // the signals to network peers were posted, not waited for (signal.go)
+}
+
+func (r *Runtime) disseminationBarrier(ctx context.Context, id uint64) error {
 	for k, dist := 0, 1; dist < r.size; k, dist = k+1, dist*2 {
 		to := (r.rank + dist) % r.size
 		if err := r.signal(ctx, to, k, id); err != nil {
-			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err))
+			return fmt.Errorf("rma: barrier round %d to rank %d: %w", k, to, err)
 		}
 		from := (r.rank - dist + r.size) % r.size
 		if err := r.await(ctx, k, id, from); err != nil {
-			return r.reaped(ctx, fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err))
+			return fmt.Errorf("rma: barrier round %d: waiting for rank %d: %w", k, from, err)
 		}
 	}
-	return r.reaped(ctx, nil) // the round's signals were posted, not waited for (signal.go)
+	return nil
 }
 
 // pollUntil waits for cond: it first spins on cond for r.spin polls (only where every rank of

@@ -22,6 +22,7 @@ var badKnobValues = map[string]string{
 	"GOARMCI_STARTUP_TIMEOUT":     "0s",
 	"GOARMCI_FT":                  "maybe",
 	"GOARMCI_ON_DEMAND_THRESHOLD": "-1",
+	"GOARMCI_BARRIER":             "tournament",
 	"GOARMCI_BARRIER_FANIN":       "16",
 	"GOARMCI_APM":                 "2",
 	"GOARMCI_APM_TEST":            "-1s",

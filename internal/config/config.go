@@ -111,6 +111,9 @@ type Config struct {
 	AckTimeout time.Duration
 	// RetryCount is the RC retry count before the QP fails or migrates. GOARMCI_RETRY_COUNT.
 	RetryCount int
+	// Barrier is the algorithm of rma's Barrier: "auto" (chosen at Init from the job's shape) or
+	// one of BarrierAlgs. GOARMCI_BARRIER.
+	Barrier string
 	// BarrierFanIn is the fan-in of the gather tree of the gather + multicast barrier
 	// ([Kini03 §3.3]), 2..15 (default 7). GOARMCI_BARRIER_FANIN.
 	BarrierFanIn int

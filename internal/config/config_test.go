@@ -137,6 +137,7 @@ func TestFromEnvironBadValues(t *testing.T) {
 		"GOARMCI_LOG_FORMAT":        "xml",
 		"GOARMCI_STRIPE_POLICY":     "a,b",
 		"GOARMCI_RAILS":             "eth0,a b",
+		"GOARMCI_BARRIER":           "tournament",
 	}
 	for name, val := range cases {
 		t.Run(name, func(t *testing.T) {

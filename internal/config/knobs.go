@@ -96,6 +96,9 @@ const (
 	EnvJobSecret = "GOARMCI_JOB_SECRET"
 )
 
+// BarrierAlgs are GOARMCI_BARRIER's values: auto, then the names of rma.BarrierAlg's algorithms.
+var BarrierAlgs = []string{"auto", "dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise", "hierarchical"}
+
 var table = []Knob{
 	{Name: "GOARMCI_TRANSPORT", Type: "enum(auto|shm|tcp)", Default: "auto",
 		Doc: "how ranks reach each other: auto = shm within a node, tcp between nodes",
@@ -218,6 +221,19 @@ var table = []Knob{
 			}
 			c.RetryCount = n
 			return nil
+		}},
+	{Name: "GOARMCI_BARRIER", Type: "enum(" + strings.Join(BarrierAlgs, "|") + ")", Default: "auto",
+		Doc: "algorithm of rma.Runtime.Barrier and GA_Sync: auto = chosen at start-up from the job's nodes, ranks, transport and multicast (rma/barrier_choice.go), or one of rma.BarrierWith's",
+		get: func(c *Config) string { return c.Barrier },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			for _, a := range BarrierAlgs {
+				if v == a {
+					c.Barrier = v
+					return nil
+				}
+			}
+			return fmt.Errorf("want one of %s", strings.Join(BarrierAlgs, ", "))
 		}},
 	{Name: "GOARMCI_BARRIER_FANIN", Type: "int", Default: "7", Unit: "ranks",
 		Doc: "fan-in of the gather tree of the gather + multicast barrier (rma.BarrierRGM, [Kini03 §3.3]), 2..15",
