@@ -205,6 +205,7 @@ func cyclicCollectives(ctx context.Context, t testing.TB, rt *rma.Runtime, s sha
 	v, err := a.ReadInc(ctx, last, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(3*rt.Size()), v, "ReadInc %s", s.name)
+	require.NoError(t, a.Sync(ctx)) // a ReadInc (of 0) writes: every rank's is done before anyone reads
 	var out bytes.Buffer
 	require.NoError(t, a.PrintPatch(ctx, &out, last, last))
 	require.True(t, strings.HasSuffix(out.String(), fmt.Sprintf(": %d\n", 3*rt.Size())), out.String())
