@@ -32,14 +32,19 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, 2, code)
 }
 
-// TestVersionOfBuiltBinary checks the built command: module version "(devel)" in the source
-// tree, and the VCS revision when the build recorded one (go build in a git checkout, unless
+// moduleVersion matches the main module's version go build stamps: "(devel)", or from a git
+// checkout a pseudo-version (go1.24 on: v0.0.0-<time>-<revision>, "+dirty" with uncommitted
+// changes) or a tag.
+const moduleVersion = `(\(devel\)|v[0-9]+\.[0-9]+\.[0-9]+\S*)`
+
+// TestVersionOfBuiltBinary checks the built command: the module version (moduleVersion), and
+// the VCS revision when the build recorded one (go build in a git checkout, unless
 // -buildvcs=false).
 func TestVersionOfBuiltBinary(t *testing.T) {
 	out, err := exec.Command(goarmciExe, "version").Output()
 	require.NoError(t, err)
 	line := strings.TrimSpace(string(out))
-	assert.Regexp(t, `^goarmci \(devel\)( revision [0-9a-f]{12}( \([^)]*\))?)? go1\.[0-9.]+\S* `+runtime.GOOS+"/"+runtime.GOARCH+`$`, line)
+	assert.Regexp(t, `^goarmci `+moduleVersion+`( revision [0-9a-f]{12}( \([^)]*\))?)? go1\.[0-9.]+\S* `+runtime.GOOS+"/"+runtime.GOARCH+`$`, line)
 	mod, err := exec.Command(goTool(), "version", "-m", goarmciExe).Output()
 	require.NoError(t, err)
 	for _, l := range strings.Split(string(mod), "\n") {
