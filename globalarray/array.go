@@ -104,20 +104,19 @@ func Create[T Elem](ctx context.Context, rt *rma.Runtime, name string, dims []in
 	if err == nil && o.ghosts != nil {
 		err = checkGhosts(dims, o.ghosts)
 	}
-	// Agree on the arguments before allocating, so no rank is left alone in ARMCI_Malloc.
-	h := argHash(typ, dims, d, o.ghosts)
-	if aerr := agreeOn(ctx, pg, h, err != nil); err == nil && aerr != nil {
-		err = aerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
-	}
-	return create[T](ctx, pg, name, d, typ, o.ghosts)
+	return create[T](ctx, pg, name, d, typ, o.ghosts, argHash(typ, dims, d, o.ghosts), err)
 }
 
-// create allocates an array over a validated distribution with ghost cell widths gw (nil:
-// none; collective over the members of pg, this rank among them).
-func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, typ rma.AccType, gw []int) (*Array[T], error) {
+// create allocates an array over distribution d with ghost cell widths gw (nil: none;
+// collective over the members of pg, this rank among them). Before allocating, the members
+// agree in one collective (agreeOn) on the arguments (their digest h), on argErr (this rank's
+// verdict on them: d is not used when it is set) and on every member's memory limit, so no rank
+// is left alone in ARMCI_Malloc.
+func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, typ rma.AccType, gw []int, h int64, argErr error) (*Array[T], error) {
+	if argErr != nil {
+		_, _ = agreeOn(ctx, pg, h, true, false) // the others learn of it; this rank's verdict is the error
+		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, argErr)
+	}
 	me := pg.NodeID()
 	a := &Array[T]{rt: pg.rt, pg: pg, name: name, d: d, typ: typ, es: typ.Size(), me: me}
 	if pg.g != nil {
@@ -143,16 +142,28 @@ func create[T Elem](ctx context.Context, pg *Pgroup, name string, d *dist.Dist, 
 	if d.MultiBlock() {
 		elems = d.LocalElems(me)
 	}
-	if err := reserveMemory(ctx, pg, int64(elems*a.es)); err != nil {
+	bytes := int64(elems * a.es)
+	over, used, limit := reserveMemory(pg.rt, bytes)
+	anyOver, err := agreeOn(ctx, pg, h, false, over)
+	if err == nil && anyOver {
+		err = fmt.Errorf("%w: on another rank of the group", ErrMemoryLimit)
+		if over {
+			err = fmt.Errorf("%w: %d more bytes on this rank, %d of its limit of %d in use", ErrMemoryLimit, bytes, used, limit)
+		}
+	}
+	if err != nil {
+		if !over {
+			releaseMemory(pg.rt, bytes)
+		}
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
 	seg, err := pg.malloc(ctx, elems*a.es)
 	if err != nil {
-		releaseMemory(pg.rt, int64(elems*a.es))
+		releaseMemory(pg.rt, bytes)
 		return nil, fmt.Errorf("ga: NGA_Create %q: %w", name, err)
 	}
 	a.seg = seg
-	register(a, int64(elems*a.es))
+	register(a, bytes)
 	a.raw = fromBytes[T](seg.Local())
 	a.local = a.raw
 	if gw != nil && elems > 0 {
@@ -201,25 +212,30 @@ func argHash(typ rma.AccType, dims []int, d *dist.Dist, ghosts []int) int64 {
 // agree is a collective check that every rank passed the same arguments (equal h) and none
 // rejected them locally (bad).
 func agree(ctx context.Context, rt *rma.Runtime, h int64, bad bool) error {
-	return agreeOn(ctx, World(rt), h, bad)
+	_, err := agreeOn(ctx, World(rt), h, bad, false)
+	return err
 }
 
-// agreeOn is agree among the members of pg.
-func agreeOn(ctx context.Context, pg *Pgroup, h int64, bad bool) error {
-	v := []int64{h, -h, 0}
+// agreeOn is agree among the members of pg, and besides tells whether any member reported over
+// (its memory limit would be exceeded: create), in the same reduction.
+func agreeOn(ctx context.Context, pg *Pgroup, h int64, bad, over bool) (anyOver bool, err error) {
+	v := []int64{h, -h, 0, 0}
 	if bad {
 		v[2] = 1
 	}
+	if over {
+		v[3] = 1
+	}
 	if err := pg.allReduce(ctx, rma.AccInt64, rma.ReduceMax, asBytes(v)); err != nil {
-		return err
+		return false, err
 	}
 	if v[0] != h || -v[1] != h {
-		return fmt.Errorf("%w: different arguments on different ranks", ErrMismatch)
+		return false, fmt.Errorf("%w: different arguments on different ranks", ErrMismatch)
 	}
 	if v[2] != 0 {
-		return fmt.Errorf("%w: another rank rejected the arguments", ErrMismatch)
+		return false, fmt.Errorf("%w: another rank rejected the arguments", ErrMismatch)
 	}
-	return nil
+	return v[3] != 0, nil
 }
 
 // Duplicate creates a new array with the same shape, element type and distribution as a,
@@ -230,7 +246,7 @@ func (a *Array[T]) Duplicate(ctx context.Context, name string) (*Array[T], error
 	if a.destroyed.Load() {
 		return nil, fmt.Errorf("ga: GA_Duplicate %q: %w", a.name, ErrDestroyed)
 	}
-	return create[T](ctx, a.pg, name, a.d, a.typ, a.gw)
+	return create[T](ctx, a.pg, name, a.d, a.typ, a.gw, argHash(a.typ, a.d.Dims(), a.d, a.gw), nil)
 }
 
 // Destroy frees the array on every rank (GA_Destroy). Collective: it completes this rank's

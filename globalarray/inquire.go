@@ -1,7 +1,6 @@
 package globalarray
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -62,37 +61,22 @@ func tidy(rt *rma.Runtime, m *memory) {
 	}
 }
 
-// reserveMemory takes n bytes of this rank's memory limit for an array being created on pg
-// (collective over pg's members, GA's "check if everybody has enough memory left" at create):
-// if any member would exceed its limit every member returns ErrMemoryLimit and reserves nothing.
-// On success the caller either records the array (register) or gives the bytes back
-// (releaseMemory).
-func reserveMemory(ctx context.Context, pg *Pgroup, n int64) error {
+// reserveMemory takes n bytes of this rank's memory limit for an array being created (GA's
+// "check if everybody has enough memory left" at create: create agrees on the outcome with the
+// other members in its one agreement collective, agreeOn). It reports whether the bytes did not
+// fit (then nothing is reserved) and the limit and use at the time, for the error. On success
+// the caller either records the array (register) or gives the bytes back (releaseMemory).
+func reserveMemory(rt *rma.Runtime, n int64) (over bool, used, limit int64) {
 	accountsMu.Lock()
-	m := account(pg.rt)
-	over := m.limit >= 0 && m.used+n > m.limit
+	defer accountsMu.Unlock()
+	m := account(rt)
+	over = m.limit >= 0 && m.used+n > m.limit
 	if !over {
 		m.used += n
 	}
-	limit, used := m.limit, m.used
-	tidy(pg.rt, m)
-	accountsMu.Unlock()
-	v := []int64{0}
-	if over {
-		v[0] = 1
-	}
-	err := pg.allReduce(ctx, rma.AccInt64, rma.ReduceMax, asBytes(v))
-	if err == nil && v[0] != 0 {
-		if over {
-			err = fmt.Errorf("%w: %d more bytes on this rank, %d of its limit of %d in use", ErrMemoryLimit, n, used, limit)
-		} else {
-			err = fmt.Errorf("%w: on another rank of the group", ErrMemoryLimit)
-		}
-	}
-	if err != nil && !over {
-		releaseMemory(pg.rt, n)
-	}
-	return err
+	used, limit = m.used, m.limit
+	tidy(rt, m)
+	return over, used, limit
 }
 
 // releaseMemory gives back n bytes reserved by reserveMemory for an array that was not created.
