@@ -24,6 +24,6 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		},
-		Capabilities: ibvtest.Caps{RC: true, UD: true, SendRecv: true, Atomics: true, Accumulate: true, APM: true},
+		Capabilities: ibvtest.Caps{RC: true, UD: true, DC: true, SendRecv: true, Atomics: true, Accumulate: true, APM: true},
 	})
 }
