@@ -305,6 +305,9 @@ func (f *Fabric) detach(n *node) {
 	n.dev, n.ctx = nil, nil
 	n.devMu.Unlock()
 	f.mcastForget(n)
+	if f.net != nil {
+		f.net.forgetHCA(n.idx)
+	}
 }
 
 // SetPortDown pulls (down true) or plugs back the cable of a node's port: while down the port

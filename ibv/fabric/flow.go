@@ -26,6 +26,7 @@ type netsim struct {
 	wake   time.Duration // when run wakes next (-1: when kicked)
 	routes map[routeKey][]int32
 	kick   chan struct{}
+	hca    *hca // the FatTree's HCAModel (nil without one)
 }
 
 // routeKey names a route, the unit of fairness (a flow).
@@ -66,6 +67,8 @@ type flowQ struct {
 type hopState struct {
 	rate    int64         // bytes/s, 0: infinite
 	gap     time.Duration // per packet, besides its bytes (FatTree.HostGap on a host's links)
+	host    int32         // the node of a host's link (-1: a link between switches)
+	out     bool          // a host's link to its leaf (host → leaf)
 	rem     int64         // carried remainder of the service times (ns·bytes/s)
 	down    bool
 	busy    bool
@@ -89,10 +92,18 @@ func newNetsim(f *Fabric, t FatTree) *netsim {
 			rate = t.UplinkRate
 		}
 		var gap time.Duration
-		if h.From.Kind == KindHost || h.To.Kind == KindHost {
-			gap = t.HostGap
+		host := int32(-1)
+		switch {
+		case h.From.Kind == KindHost:
+			gap, host = t.HostGap, int32(h.From.Index)
+		case h.To.Kind == KindHost:
+			gap, host = t.HostGap, int32(h.To.Index)
 		}
-		n.hops = append(n.hops, hopState{rate: rate, gap: gap, flows: map[routeKey]*flowQ{}})
+		n.hops = append(n.hops, hopState{rate: rate, gap: gap, host: host, out: h.From.Kind == KindHost,
+			flows: map[routeKey]*flowQ{}})
+	}
+	if t.HCA.on() {
+		n.hca = &hca{m: t.HCA, nodes: map[int32]*hcaNode{}}
 	}
 	return n
 }
@@ -233,6 +244,9 @@ func (n *netsim) start(id int32, t time.Duration) {
 	}
 	h.busy = true
 	svc := h.service(p.size)
+	if n.hca != nil && h.host >= 0 {
+		svc += n.hca.charge(h.host, h.out, p.flow, *p.buf)
+	}
 	fin := max(t+svc, p.tail)
 	n.push(event{at: fin, hop: id, size: p.size, svc: svc})
 	lat := n.t.LinkLatency
@@ -368,7 +382,7 @@ type HopStats struct {
 	// Lost: packets lost at the hop while it was down.
 	Lost uint64
 	// Busy is the virtual time the hop spent sending them (Bytes at its rates, and HostGap per
-	// packet on a host's link).
+	// packet and the HCAModel's charges on a host's link).
 	Busy time.Duration
 	// Queued is the number of packets waiting for the hop now.
 	Queued int

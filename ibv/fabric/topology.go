@@ -54,6 +54,9 @@ type FatTree struct {
 	// its bytes at the rate: a host's per-message cost (LogP's gap), paid by the sender for every
 	// packet it sends and by the receiver for every packet it receives.
 	HostGap time.Duration
+	// HCA, when not the zero value, charges every node's host links for the queue pair
+	// contexts its HCA misses and for DC connects (HCAModel).
+	HCA HCAModel
 	// Spine, when not nil, replaces the default spine choice (dst + bits) mod Spines; it must be
 	// a pure function returning 0..Spines-1.
 	Spine func(src, dst int, bits uint8) int
@@ -79,7 +82,7 @@ func (t *FatTree) validate() error {
 		return fmt.Errorf("fabric: %w: fat tree of %d leaves, %d spines, %d hosts per leaf, rates %d/%d B/s, latency %v",
 			ibv.ErrInvalidArgument, t.Leaves, t.Spines, t.HostsPerLeaf, t.LinkRate, t.UplinkRate, t.LinkLatency)
 	}
-	return nil
+	return t.HCA.validate()
 }
 
 // SpineOf is the spine a packet from node src to node dst with destination path bits bits goes
