@@ -17,12 +17,12 @@ import (
 )
 
 // Scale figures on the simulated fabric: `goarmci bench barrier -sim`, `goarmci bench qp-setup
-// -sim` and `goarmci bench apm -sim` (bench/barrier_sim.go, bench/scale_sim.go), as `bench
-// hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
+// -sim`, `goarmci bench apm -sim` and `goarmci bench aqps -sim` (bench/barrier_sim.go,
+// bench/scale_sim.go, bench/aqps_sim.go), as `bench hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
 // and one PNG per table.
 
 // scaleSims are the benchmarks with a -sim form besides hotspot.
-var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM}
+var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM, bench.ScaleAQPS}
 
 // scaleSimName returns the scale simulation a bench command line asks for.
 func scaleSimName(args []string) (string, bool) {
@@ -37,7 +37,7 @@ func scaleSimName(args []string) (string, bool) {
 	return "", false
 }
 
-const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm -sim [flags]
+const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm|aqps -sim [flags]
 
 Scale figures on the simulated fabric (ibv/fabric), all ranks in this process, on the fabric's
 virtual clock (testing/synctest) where the model prices them (bench/README.md, "Scale on the
@@ -49,6 +49,9 @@ simulated fabric"):
             their creation and transitions on this machine, memory; eager and on demand
   apm       arming and migrating -qps queue pairs (APM, [Vishnu07 ch. 9]): wall time on this
             machine, and the latency of an 8-byte put while they migrate
+  aqps      [Takagi15 §4.3]'s onetoall, alltoone and repeat on -ranks ranks with the HCA's
+            queue pair context cache and DC connects priced (fabric.HCAModel): latency per
+            8-byte put (repeat: execution time) over RC only, DC only and adaptive (-modes)
 
 Flags:
 `
@@ -60,6 +63,12 @@ type scaleFlags struct {
 	latency, cost, poll       time.Duration
 	gbps                      float64
 	verbose                   bool
+
+	// aqps
+	modes           string
+	ranks, messages int
+	qpCache         int
+	miss, dcConnect time.Duration
 }
 
 func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, error) {
@@ -82,6 +91,12 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.DurationVar(&f.cost, "msg-cost", 0, "model: time every packet occupies a host's link (default 2.5us)")
 	fs.Float64Var(&f.gbps, "link-rate", 0, "model: link capacity in GB/s (default 1)")
 	fs.DurationVar(&f.poll, "poll", 0, "model: sleep of a waiting rank between polls (default 1us)")
+	fs.IntVar(&f.ranks, "ranks", 64, "aqps: job size")
+	fs.IntVar(&f.messages, "messages", 0, "aqps: puts per sending rank and phase (default 4 x (ranks-1))")
+	fs.StringVar(&f.modes, "modes", strings.Join(bench.AQPSModes, ","), "aqps: transports (comma list of rc, dc, adaptive)")
+	fs.IntVar(&f.qpCache, "qp-cache", bench.DefaultHCA.QPCache, "aqps model: queue pair contexts an HCA caches")
+	fs.DurationVar(&f.miss, "miss", bench.DefaultHCA.MissPenalty, "aqps model: host link time of a context miss")
+	fs.DurationVar(&f.dcConnect, "dc-connect", bench.DefaultHCA.DCConnect, "aqps model: host link time of a DC connect")
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.StringVar(&f.out, "out", "", "also write NAME.csv and NAME.png of every table into this directory")
 	fs.BoolVar(&f.verbose, "v", false, "report every job's wall time on stderr")
@@ -117,7 +132,7 @@ func (f *scaleFlags) model() bench.SimModel {
 	return bench.SimModel{LinkLatency: f.latency, MessageCost: f.cost, LinkRate: int64(f.gbps * 1e9), Poll: f.poll}
 }
 
-// runScaleSim is `goarmci bench barrier|qp-setup|apm -sim`.
+// runScaleSim is `goarmci bench barrier|qp-setup|apm|aqps -sim`.
 func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 	f, err := parseScale(stderr, name, args)
 	if err != nil {
@@ -130,9 +145,11 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 		}
 		return usageError("%v", err)
 	}
-	ranks, err := intList("np", f.np)
-	if err != nil {
-		return err
+	var ranks []int
+	if name != bench.ScaleAQPS {
+		if ranks, err = intList("np", f.np); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	progress := func(n int, wall time.Duration) {
@@ -156,6 +173,15 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 			res, err = bench.BarrierSim(ctx, o, bubble)
 		case bench.ScaleQPSetup:
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
+		case bench.ScaleAQPS:
+			o := bench.AQPSSimOptions{Model: f.model(), Ranks: f.ranks, Messages: f.messages,
+				Modes: strings.Split(f.modes, ","), Progress: func(mode string, wall time.Duration) {
+					if f.verbose {
+						fmt.Fprintf(stderr, "goarmci: bench aqps -sim: %s: %.1f s\n", mode, wall.Seconds())
+					}
+				}}
+			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect = f.qpCache, f.miss, f.dcConnect
+			res, err = bench.AQPSSim(ctx, o, bubble)
 		default:
 			qps, qerr := intList("qps", f.qps)
 			if qerr != nil {

@@ -30,7 +30,8 @@ func TestBenchBarrierSim(t *testing.T) {
 	}
 }
 
-// `bench apm -sim` and `bench qp-setup -sim` on small sizes; bad options exit with 2.
+// `bench apm -sim`, `bench qp-setup -sim` and `bench aqps -sim` on small sizes; bad options exit
+// with 2.
 func TestBenchScaleSims(t *testing.T) {
 	useTestBubble(t)
 	code, out, errOut := runCLI(t, "bench", "apm", "-sim", "-qps", "2,4", "-iters", "2")
@@ -39,7 +40,12 @@ func TestBenchScaleSims(t *testing.T) {
 	code, out, errOut = runCLI(t, "bench", "qp-setup", "-sim", "-np", "2,5")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^5 +4\.00 +[0-9.]+ +4\.00 `, out, "5 ranks connected on demand by barriers: every peer")
-	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"}} {
+	code, out, errOut = runCLI(t, "bench", "aqps", "-sim", "-ranks", "4", "-messages", "3", "-modes", "rc", "-format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ranks,rc (us)")
+	assert.Regexp(t, `(?m)^4,[0-9.]+$`, out, "one row per pattern")
+	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"},
+		{"aqps", "-ranks", "1"}, {"aqps", "-modes", "ud"}} {
 		code, _, errOut := runCLI(t, append([]string{"bench", "-sim"}, args...)...)
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 	}

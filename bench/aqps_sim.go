@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+// The three micro-benchmarks of [Takagi15 §4.3] on the scale model (SimModel) with the HCA's
+// costs of queue pair contexts and DC connects (fabric.HCAModel), one rank per node as in
+// [Takagi15 §4.1]: onetoall (rank 0 puts to every other rank in turn), alltoone (every other rank
+// puts to rank 0 at once) and repeat (onetoall then alltoone, five times). A message is a
+// blocking 8-byte rma.Put. The transport of the ranks' network peers is a parameter (the mode):
+// RC only, DC only, or adaptive ([Takagi15 §3], AQPS).
+
+// ScaleAQPS names the simulation (goarmci bench aqps -sim).
+const ScaleAQPS = "aqps"
+
+// Transport modes of AQPSSim.
+const (
+	AQPSModeRC       = "rc"
+	AQPSModeDC       = "dc"
+	AQPSModeAdaptive = "adaptive"
+)
+
+// AQPSModes are AQPSSim's modes, in column order.
+var AQPSModes = []string{AQPSModeRC, AQPSModeDC, AQPSModeAdaptive}
+
+// DefaultHCA is AQPSSim's HCA model: a cache of 32 queue pair contexts (a bit more than the 26
+// RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing), 750 ns per
+// miss (the PCIe fetch of a context, 0.5–1 µs in the literature [Takagi15 §2.1]), and a DC
+// connect charged as one more control packet on a host's link: the default SimModel.MessageCost.
+var DefaultHCA = fabric.HCAModel{QPCache: 32, MissPenalty: 750 * time.Nanosecond, DCConnect: 2500 * time.Nanosecond}
+
+// AQPSSimOptions configures AQPSSim. Zero values take the defaults named.
+type AQPSSimOptions struct {
+	Model SimModel
+	// HCA is the HCA model of every node (default DefaultHCA).
+	HCA fabric.HCAModel
+	// Ranks is the job size (default 64, [Takagi15 §4.3]'s figures).
+	Ranks int
+	// Messages is the number of puts of a sending rank in one onetoall or alltoone phase
+	// (default 4·(Ranks−1)).
+	Messages int
+	// Modes are the transports, one column each (default AQPSModes).
+	Modes []string
+	// Progress, when set, is called after every mode with its wall time.
+	Progress func(mode string, wall time.Duration)
+}
+
+// aqpsRepeat is the number of onetoall+alltoone rounds of repeat [Takagi15 §4.3].
+const aqpsRepeat = 5
+
+// aqpsPatterns are the patterns, in the order of the results.
+var aqpsPatterns = []string{"onetoall", "alltoone", "repeat"}
+
+// aqpsRun is what one job of AQPSSim measured: the virtual time per message of onetoall and of
+// alltoone (the sending ranks' slowest), the execution time of repeat, and every rank's slots
+// after the job (slot r: the last value rank r put there, 0 for none).
+type aqpsRun struct {
+	times [3]time.Duration
+	slots [][]uint64
+}
+
+// AQPSSim runs [Takagi15 §4.3]'s three patterns on o.Ranks ranks of the scale model with the HCA
+// model, once per mode, and returns three tables, one per pattern: onetoall and alltoone in µs
+// per message (a sending rank's phase time over its messages, the slowest sender's), repeat
+// its execution time in µs; each with adaptive's change over DC only and over RC only in %
+// (negative: faster), the paper's comparisons (when o.Modes has the modes). Every put is
+// checked at its target after the job. bubble runs its function inside a testing/synctest
+// bubble (see HotspotSim); ctx must not come from outside the bubble. Errors wrap ErrOptions,
+// and rma's.
+func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Result, error) {
+	o.Model = o.Model.withDefaults()
+	if err := o.Model.check(); err != nil {
+		return nil, err
+	}
+	if o.HCA == (fabric.HCAModel{}) {
+		o.HCA = DefaultHCA
+	}
+	if o.Ranks == 0 {
+		o.Ranks = 64
+	}
+	if o.Messages == 0 {
+		o.Messages = 4 * (o.Ranks - 1)
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = AQPSModes
+	}
+	if o.Ranks < 2 || o.Ranks > 1024 || o.Messages < 1 {
+		return nil, fmt.Errorf("%w: aqps simulation: ranks %d (2..1024), messages %d", ErrOptions, o.Ranks, o.Messages)
+	}
+	for _, m := range o.Modes {
+		if !slices.Contains(AQPSModes, m) {
+			return nil, fmt.Errorf("%w: aqps simulation: mode %q (want %v)", ErrOptions, m, AQPSModes)
+		}
+		if err := setNetworkTransport(&rma.Config{}, m); err != nil {
+			return nil, err
+		}
+	}
+	header := []string{o.Model.header(),
+		fmt.Sprintf("HCA: a cache of %d queue pair contexts per node, %v per miss, %v per DC connect (fabric.HCAModel)",
+			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect),
+		fmt.Sprintf("%d blocking 8-byte puts per sending rank and phase; repeat: %d rounds of onetoall and alltoone; after one untimed round of each",
+			o.Messages, aqpsRepeat)}
+	res := make([]*Result, len(aqpsPatterns))
+	for i, p := range aqpsPatterns {
+		unit := "latency of one put, us"
+		if p == "repeat" {
+			unit = "execution time, us"
+		}
+		res[i] = &Result{Name: "aqps-" + p, KeyLabel: "Ranks", Ranks: o.Ranks, Transport: "fabric (simulated)",
+			Title:  fmt.Sprintf("# goarmci [Takagi15 §4.3] %s on the simulated fabric: %s", p, unit),
+			Header: header, Rows: []Row{{Size: o.Ranks}}}
+		for _, m := range o.Modes {
+			res[i].Columns = append(res[i].Columns, m+" (us)")
+		}
+	}
+	us := make([][3]float64, len(o.Modes))
+	for j, mode := range o.Modes {
+		start := time.Now()
+		var run aqpsRun
+		var err error
+		bubble(func() { run, err = aqpsJob(ctx, o, mode) })
+		if err == nil {
+			err = checkAQPSSlots(o.Ranks, o.Messages, run.slots)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: aqps simulation, %s: %w", mode, err)
+		}
+		for i, d := range run.times {
+			us[j][i] = float64(d) / float64(time.Microsecond)
+			res[i].Rows[0].Values = append(res[i].Rows[0].Values, us[j][i])
+		}
+		if o.Progress != nil {
+			o.Progress(mode, time.Since(start))
+		}
+	}
+	a := slices.Index(o.Modes, AQPSModeAdaptive)
+	for _, base := range []string{AQPSModeDC, AQPSModeRC} {
+		b := slices.Index(o.Modes, base)
+		if a < 0 || b < 0 {
+			continue
+		}
+		for i := range res {
+			res[i].Columns = append(res[i].Columns, "adaptive vs "+base+" (%)")
+			res[i].Rows[0].Values = append(res[i].Rows[0].Values, 100*(us[a][i]/us[b][i]-1))
+		}
+	}
+	return res, nil
+}
+
+// setNetworkTransport sets the transport of mode in c. Errors wrap ErrOptions: a mode this
+// build's rma cannot run.
+func setNetworkTransport(c *rma.Config, mode string) error {
+	if mode != AQPSModeRC {
+		return fmt.Errorf("%w: aqps simulation: mode %q: rma connects network peers over RC only", ErrOptions, mode)
+	}
+	_ = c
+	return nil
+}
+
+// aqpsValue is the value a put of rank origin carries: the round (1-based), the phase (0
+// onetoall, 1 alltoone) and the message index.
+func aqpsValue(round, phase, i int) uint64 {
+	return uint64(round)<<40 | uint64(phase)<<32 | uint64(i+1)
+}
+
+// aqpsOneToAllTarget is the target of rank 0's i-th put in onetoall.
+func aqpsOneToAllTarget(n, i int) int { return 1 + i%(n-1) }
+
+// checkAQPSSlots checks every rank's slots after a job of n ranks with messages puts per phase:
+// rank 0's last put of the last round's onetoall in slot 0 of every other rank (of the untimed
+// round for a rank the timed rounds did not reach), every other rank's last put of the last
+// alltoone in its slot of rank 0, nothing else.
+func checkAQPSSlots(n, messages int, slots [][]uint64) error {
+	if len(slots) != n {
+		return fmt.Errorf("bench: aqps: %d ranks' slots, want %d", len(slots), n)
+	}
+	for t, s := range slots {
+		for r, v := range s {
+			var want uint64
+			switch {
+			case t == 0 && r > 0:
+				want = aqpsValue(aqpsRepeat, 1, messages-1)
+			case t > 0 && r == 0:
+				last := -1
+				for i := range messages {
+					if aqpsOneToAllTarget(n, i) == t {
+						last = i
+					}
+				}
+				want = aqpsValue(aqpsRepeat, 0, last)
+				if last < 0 { // none in a timed phase: the untimed round's put
+					want = aqpsValue(0, 0, t-1)
+				}
+			}
+			if v != want {
+				return fmt.Errorf("bench: aqps: rank %d holds %#x from rank %d, want %#x", t, v, r, want)
+			}
+		}
+	}
+	return nil
+}
+
+// aqpsJob runs the patterns on one job in mode (call it inside a bubble).
+func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error) {
+	n := o.Ranks
+	m := o.Model.forJob(n)
+	fc := m.fabricConfig(n)
+	tree := *fc.Topology
+	tree.HCA = o.HCA
+	fc.Topology = &tree
+	var run aqpsRun
+	run.slots = make([][]uint64, n)
+	var mu sync.Mutex
+	job := rmatest.FabricJob{Fabric: fc, Configure: func(i int, c *rma.Config) {
+		m.configure(i, c)
+		_ = setNetworkTransport(c, mode) // checked by AQPSSim
+	}}
+	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
+		seg, err := rt.Malloc(ctx, 8*n)
+		if err != nil {
+			return err
+		}
+		me := rt.Rank()
+		var buf [8]byte
+		// phase puts this rank's messages of one phase; its time per message
+		phase := func(round, p, messages int) (time.Duration, error) {
+			if err := rt.Barrier(ctx); err != nil {
+				return 0, err
+			}
+			t0 := time.Now()
+			sent := 0
+			for i := range messages {
+				target := 0
+				switch {
+				case p == 0 && me == 0:
+					target = aqpsOneToAllTarget(n, i)
+				case p == 1 && me != 0:
+				default:
+					continue
+				}
+				binary.LittleEndian.PutUint64(buf[:], aqpsValue(round, p, i))
+				if err := rt.Put(ctx, buf[:], seg, target, 8*me); err != nil {
+					return 0, err
+				}
+				sent++
+			}
+			if sent == 0 {
+				return 0, nil
+			}
+			return time.Since(t0) / time.Duration(sent), nil
+		}
+		// warm-up: every pair of the patterns connected, untimed
+		for p := range 2 {
+			if _, err := phase(0, p, n-1); err != nil {
+				return err
+			}
+		}
+		var per [2]time.Duration
+		for p := range 2 {
+			if per[p], err = phase(0, p, o.Messages); err != nil {
+				return err
+			}
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for round := 1; round <= aqpsRepeat; round++ {
+			for p := range 2 {
+				if _, err := phase(round, p, o.Messages); err != nil {
+					return err
+				}
+			}
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		total := time.Since(t0)
+		s := make([]uint64, n)
+		for r := range n {
+			s[r] = binary.LittleEndian.Uint64(seg.Local()[8*r:])
+		}
+		mu.Lock()
+		run.slots[me] = s
+		run.times[0] = max(run.times[0], per[0])
+		run.times[1] = max(run.times[1], per[1])
+		run.times[2] = max(run.times[2], total)
+		mu.Unlock()
+		return seg.Free(ctx)
+	})
+	return run, err
+}
