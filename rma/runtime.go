@@ -130,9 +130,9 @@ type Config struct {
 
 // peer is the runtime's view of one other rank.
 type peer struct {
-	rank        int
-	local       bool               // same node
-	net         int                // index into Runtime.nets; -1 for self
+	rank  int
+	local bool // same node
+	net   int  // index into Runtime.nets; -1 for self
 	// ch is the channel operations to a network peer go on: nil until connected (on demand: see
 	// ondemand.go); under dc and adaptive (netpath.go) dc or rc, switched by the adaptive driver
 	// while gate holds new operations back (begin).
@@ -200,7 +200,7 @@ type Runtime struct {
 
 	finalized atomic.Bool
 	closers   []func() error
-	fail      failures // failed ranks (failure.go)
+	fail      failures  // failed ranks (failure.go)
 	ad        *adaptive // the adaptive transport's driver (GOARMCI_NET_TRANSPORT=adaptive), or nil
 }
 
