@@ -450,7 +450,7 @@ func buffersLen(bufs [][]byte) uint64 {
 
 // qpCounters are the transport counters of a QP (Counters).
 type qpCounters struct {
-	ackTimeout, seqNak, impliedNak, rnrNak, outOfSeq, dup atomic.Uint64
+	ackTimeout, seqNak, impliedNak, rnrNak, outOfSeq, dup, msgs atomic.Uint64
 }
 
 // Counters implements ibv.CounterReader.
@@ -461,7 +461,7 @@ func (q *QP) Counters() ibv.QPCounters {
 	c := &q.ctr
 	return ibv.QPCounters{LocalAckTimeoutErr: c.ackTimeout.Load(), PacketSeqErr: c.seqNak.Load(),
 		ImpliedNakSeqErr: c.impliedNak.Load(), RNRNakReceived: c.rnrNak.Load(), OutOfSequence: c.outOfSeq.Load(),
-		DuplicateRequest: c.dup.Load()}
+		DuplicateRequest: c.dup.Load(), MessagesReceived: c.msgs.Load()}
 }
 
 var _ ibv.CounterReader = (*QP)(nil)

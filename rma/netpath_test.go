@@ -1,0 +1,133 @@
+package rma_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+// netTransport configures every rank of a job for GOARMCI_NET_TRANSPORT=mode.
+func netTransport(mode string, ft bool) rmatest.Option {
+	return rmatest.Configure(func(_ int, c *rma.Config) {
+		c.NetworkTransport = mode
+		c.NetworkDeviceFT = ft
+	})
+}
+
+// The shared datagram path carries the whole fabric job — puts and gets to every peer,
+// accumulates and gap-free fetch-and-add tickets at one rank, barriers, collectives and mutexes —
+// over one DC queue pair per rank, with seeded loss, duplication and reordering on every link:
+// every value is exact, so no write was lost and no atomic or accumulate applied twice. No rank
+// holds an RC queue pair.
+func TestSharedPathFabricJob(t *testing.T) {
+	plans := map[string]fabric.Plan{
+		"clean": {},
+		"faults": {Seed: 0x5eed, Rules: []fabric.Rule{
+			{Drop: 0.02, Duplicate: 0.02, Reorder: 0.03, ReorderBy: 200 * time.Microsecond}}},
+	}
+	for name, plan := range plans {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rmatest.RunFabric(t, 8, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+					fabricJob(ctx, t, rt)
+					mem := rt.Memory()
+					for _, k := range mem.Kinds {
+						require.NotEqual(t, rma.MemRC, k.Kind, "rank %d holds RC connections on the shared path", rt.Rank())
+					}
+					require.Len(t, mem.Peers, rt.Size()-1)
+					for _, p := range mem.Peers {
+						require.Equal(t, rma.MemDC, p.Kind, "peer %d", p.Rank)
+					}
+				}, rmatest.Fabric(fabric.Config{Plan: plan}), netTransport(rma.NetDC, name == "faults"))
+			})
+		})
+	}
+}
+
+// Ranks that disagree on the network transport fail Init with ErrConfig on both sides.
+func TestNetTransportMismatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		job := rmatest.FabricJob{Configure: func(i int, c *rma.Config) {
+			if i == 1 {
+				c.NetworkTransport = rma.NetDC
+			}
+		}}
+		err := rmatest.StartFabricJob(context.Background(), 2, job, func(context.Context, *rma.Runtime) error { return nil })
+		require.ErrorIs(t, err, rma.ErrConfig)
+	})
+}
+
+// adaptiveEnv sets the adaptive selection's knobs for a test on virtual time: a short window
+// and idle timeout, and the bound h.
+func adaptiveEnv(t *testing.T, maxRC int) {
+	t.Setenv("GOARMCI_RC_WINDOW", "10ms")
+	t.Setenv("GOARMCI_RC_IDLE_TIMEOUT", "20ms")
+	t.Setenv("GOARMCI_MAX_RC", fmt.Sprint(maxRC))
+}
+
+// Under the adaptive transport a peer that takes much traffic is promoted from the shared path
+// to a dedicated RC connection while operations to it flow, and overlapping puts from one origin
+// keep their order across the switch: rank 0 writes increasing values into one word of rank 1,
+// alternating blocking and non-blocking puts, and every get between them sees the latest value
+// (a put overtaken by an earlier one on the other path would show an older value or leave it at
+// the end).
+func TestAdaptivePromotesAndKeepsOrder(t *testing.T) {
+	adaptiveEnv(t, 1)
+	synctest.Test(t, func(t *testing.T) {
+		rmatest.RunFabric(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			seg, err := rt.Malloc(ctx, 8)
+			require.NoError(t, err)
+			clear(seg.Local())
+			require.NoError(t, rt.Barrier(ctx))
+			var last uint64
+			if rt.Rank() == 0 {
+				var onRC bool
+				buf := make([]byte, 8)
+				got := make([]byte, 8)
+				deadline := time.Now().Add(60 * time.Millisecond)
+				for i := uint64(1); time.Now().Before(deadline); i++ {
+					binary.LittleEndian.PutUint64(buf, i)
+					if i%3 == 0 {
+						h, err := rt.NbPut(ctx, buf, seg, 1, 0)
+						require.NoError(t, err)
+						require.NoError(t, h.Wait(ctx))
+					} else {
+						require.NoError(t, rt.Put(ctx, buf, seg, 1, 0))
+					}
+					if i%16 == 0 {
+						require.NoError(t, rt.Get(ctx, seg, 1, 0, got))
+						require.Equal(t, i, binary.LittleEndian.Uint64(got), "get after put %d", i)
+					}
+					onRC = onRC || slices.Contains(rt.Adaptive().OnRC, 1)
+					last = i
+					time.Sleep(20 * time.Microsecond) // an application's compute between the puts
+				}
+				st := rt.Adaptive()
+				t.Logf("rank 0: %d puts, adaptive %+v", last, st)
+				require.True(t, onRC, "rank 1 was never promoted to RC")
+				require.LessOrEqual(t, st.OpenRC, 1, "more RC connections than GOARMCI_MAX_RC")
+				require.NoError(t, rt.Fence(ctx, 1))
+				binary.LittleEndian.PutUint64(buf, last)
+				require.NoError(t, rt.Put(ctx, buf, seg, 2, 0)) // tell rank 1 what to expect, through rank 2's word
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			if rt.Rank() == 1 {
+				want := make([]byte, 8)
+				require.NoError(t, rt.Get(ctx, seg, 2, 0, want))
+				require.Equal(t, binary.LittleEndian.Uint64(want), binary.LittleEndian.Uint64(seg.Local()), "the last put is the value")
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			require.NoError(t, seg.Free(ctx))
+		}, netTransport(rma.NetAdaptive, true))
+	})
+}
