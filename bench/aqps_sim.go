@@ -23,15 +23,8 @@ import (
 // ScaleAQPS names the simulation (goarmci bench aqps -sim).
 const ScaleAQPS = "aqps"
 
-// Transport modes of AQPSSim.
-const (
-	AQPSModeRC       = "rc"
-	AQPSModeDC       = "dc"
-	AQPSModeAdaptive = "adaptive"
-)
-
-// AQPSModes are AQPSSim's modes, in column order.
-var AQPSModes = []string{AQPSModeRC, AQPSModeDC, AQPSModeAdaptive}
+// AQPSModes are AQPSSim's modes (rma.Config.NetworkTransport), in column order.
+var AQPSModes = []string{rma.NetRC, rma.NetDC, rma.NetAdaptive}
 
 // DefaultHCA is AQPSSim's HCA model: a cache of 32 queue pair contexts (a bit more than the 26
 // RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing), 750 ns per
@@ -46,11 +39,17 @@ type AQPSSimOptions struct {
 	HCA fabric.HCAModel
 	// Ranks is the job size (default 64, [Takagi15 §4.3]'s figures).
 	Ranks int
-	// Messages is the number of puts of a sending rank in one onetoall or alltoone phase
-	// (default 4·(Ranks−1)).
+	// Messages is the number of puts from an origin to a target in one phase (default 160):
+	// in onetoall rank 0 puts Messages·(Ranks−1) times, in alltoone every other rank Messages
+	// times.
 	Messages int
 	// Modes are the transports, one column each (default AQPSModes).
 	Modes []string
+	// RCWindow is the adaptive transport's statistics window (GOARMCI_RC_WINDOW, set for the
+	// jobs and restored after, with GOARMCI_RC_IDLE_TIMEOUT at the window; default
+	// 100 ms: an evaluation every 50 ms of virtual time, [Takagi15 §4.1]'s second scaled to
+	// phases of about a hundred milliseconds).
+	RCWindow time.Duration
 	// Progress, when set, is called after every mode with its wall time.
 	Progress func(mode string, wall time.Duration)
 }
@@ -62,11 +61,14 @@ const aqpsRepeat = 5
 var aqpsPatterns = []string{"onetoall", "alltoone", "repeat"}
 
 // aqpsRun is what one job of AQPSSim measured: the virtual time per message of onetoall and of
-// alltoone (the sending ranks' slowest), the execution time of repeat, and every rank's slots
-// after the job (slot r: the last value rank r put there, 0 for none).
+// alltoone (the sending ranks' slowest), the execution time of repeat, every rank's slots after
+// the job (slot r: the last value rank r put there, 0 for none), and the HCA's and the adaptive
+// transport's counts.
 type aqpsRun struct {
 	times [3]time.Duration
 	slots [][]uint64
+	hca   fabric.HCAStats   // every node's, summed
+	ad    rma.AdaptiveStats // every rank's counts, summed
 }
 
 // AQPSSim runs [Takagi15 §4.3]'s three patterns on o.Ranks ranks of the scale model with the HCA
@@ -89,27 +91,32 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 		o.Ranks = 64
 	}
 	if o.Messages == 0 {
-		o.Messages = 4 * (o.Ranks - 1)
+		o.Messages = 160
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = AQPSModes
 	}
-	if o.Ranks < 2 || o.Ranks > 1024 || o.Messages < 1 {
-		return nil, fmt.Errorf("%w: aqps simulation: ranks %d (2..1024), messages %d", ErrOptions, o.Ranks, o.Messages)
+	if o.RCWindow == 0 {
+		o.RCWindow = 100 * time.Millisecond
+	}
+	if o.Ranks < 2 || o.Ranks > 1024 || o.Messages < 1 || o.RCWindow < 0 {
+		return nil, fmt.Errorf("%w: aqps simulation: ranks %d (2..1024), messages %d, window %v", ErrOptions,
+			o.Ranks, o.Messages, o.RCWindow)
 	}
 	for _, m := range o.Modes {
 		if !slices.Contains(AQPSModes, m) {
 			return nil, fmt.Errorf("%w: aqps simulation: mode %q (want %v)", ErrOptions, m, AQPSModes)
 		}
-		if err := setNetworkTransport(&rma.Config{}, m); err != nil {
-			return nil, err
-		}
 	}
+	defer setEnv("GOARMCI_RC_WINDOW", o.RCWindow.String())()
+	defer setEnv("GOARMCI_RC_IDLE_TIMEOUT", o.RCWindow.String())()
 	header := []string{o.Model.header(),
 		fmt.Sprintf("HCA: a cache of %d queue pair contexts per node, %v per miss, %v per DC connect (fabric.HCAModel)",
 			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect),
-		fmt.Sprintf("%d blocking 8-byte puts per sending rank and phase; repeat: %d rounds of onetoall and alltoone; after one untimed round of each",
-			o.Messages, aqpsRepeat)}
+		fmt.Sprintf("%d blocking 8-byte puts per origin and target and phase; repeat: %d rounds of onetoall and alltoone; after one untimed round of each",
+			o.Messages, aqpsRepeat),
+		fmt.Sprintf("Adaptive: GOARMCI_RC_WINDOW=%v, GOARMCI_RC_IDLE_TIMEOUT=%v, the other selection knobs at their defaults",
+			o.RCWindow, o.RCWindow)}
 	res := make([]*Result, len(aqpsPatterns))
 	for i, p := range aqpsPatterns {
 		unit := "latency of one put, us"
@@ -139,12 +146,22 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 			us[j][i] = float64(d) / float64(time.Microsecond)
 			res[i].Rows[0].Values = append(res[i].Rows[0].Values, us[j][i])
 		}
+		puts := float64((o.Ranks - 1) * (2 + 2*(1+aqpsRepeat)*o.Messages))
+		line := fmt.Sprintf("%s, per put of the job: %.2f context misses, %.2f DC connects, %.2f DC accepts (every node's)",
+			mode, float64(run.hca.Misses)/puts, float64(run.hca.Connects)/puts, float64(run.hca.Accepts)/puts)
+		if mode == rma.NetAdaptive {
+			line += fmt.Sprintf("; %d promotions to RC, %d refused, %d demotions (every rank's)",
+				run.ad.Promotions, run.ad.Refusals, run.ad.Demotions)
+		}
+		for _, r := range res {
+			r.Header = append(slices.Clip(r.Header), line)
+		}
 		if o.Progress != nil {
 			o.Progress(mode, time.Since(start))
 		}
 	}
-	a := slices.Index(o.Modes, AQPSModeAdaptive)
-	for _, base := range []string{AQPSModeDC, AQPSModeRC} {
+	a := slices.Index(o.Modes, rma.NetAdaptive)
+	for _, base := range []string{rma.NetDC, rma.NetRC} {
 		b := slices.Index(o.Modes, base)
 		if a < 0 || b < 0 {
 			continue
@@ -157,16 +174,6 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 	return res, nil
 }
 
-// setNetworkTransport sets the transport of mode in c. Errors wrap ErrOptions: a mode this
-// build's rma cannot run.
-func setNetworkTransport(c *rma.Config, mode string) error {
-	if mode != AQPSModeRC {
-		return fmt.Errorf("%w: aqps simulation: mode %q: rma connects network peers over RC only", ErrOptions, mode)
-	}
-	_ = c
-	return nil
-}
-
 // aqpsValue is the value a put of rank origin carries: the round (1-based), the phase (0
 // onetoall, 1 alltoone) and the message index.
 func aqpsValue(round, phase, i int) uint64 {
@@ -176,10 +183,9 @@ func aqpsValue(round, phase, i int) uint64 {
 // aqpsOneToAllTarget is the target of rank 0's i-th put in onetoall.
 func aqpsOneToAllTarget(n, i int) int { return 1 + i%(n-1) }
 
-// checkAQPSSlots checks every rank's slots after a job of n ranks with messages puts per phase:
-// rank 0's last put of the last round's onetoall in slot 0 of every other rank (of the untimed
-// round for a rank the timed rounds did not reach), every other rank's last put of the last
-// alltoone in its slot of rank 0, nothing else.
+// checkAQPSSlots checks every rank's slots after a job of n ranks with messages puts per origin,
+// target and phase: rank 0's last put of the last round's onetoall in slot 0 of every other
+// rank, every other rank's last put of the last alltoone in its slot of rank 0, nothing else.
 func checkAQPSSlots(n, messages int, slots [][]uint64) error {
 	if len(slots) != n {
 		return fmt.Errorf("bench: aqps: %d ranks' slots, want %d", len(slots), n)
@@ -191,16 +197,7 @@ func checkAQPSSlots(n, messages int, slots [][]uint64) error {
 			case t == 0 && r > 0:
 				want = aqpsValue(aqpsRepeat, 1, messages-1)
 			case t > 0 && r == 0:
-				last := -1
-				for i := range messages {
-					if aqpsOneToAllTarget(n, i) == t {
-						last = i
-					}
-				}
-				want = aqpsValue(aqpsRepeat, 0, last)
-				if last < 0 { // none in a timed phase: the untimed round's put
-					want = aqpsValue(0, 0, t-1)
-				}
+				want = aqpsValue(aqpsRepeat, 0, (messages-1)*(n-1)+t-1)
 			}
 			if v != want {
 				return fmt.Errorf("bench: aqps: rank %d holds %#x from rank %d, want %#x", t, v, r, want)
@@ -221,10 +218,11 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 	var run aqpsRun
 	run.slots = make([][]uint64, n)
 	var mu sync.Mutex
+	var fab *fabric.Fabric
 	job := rmatest.FabricJob{Fabric: fc, Configure: func(i int, c *rma.Config) {
 		m.configure(i, c)
-		_ = setNetworkTransport(c, mode) // checked by AQPSSim
-	}}
+		c.NetworkTransport = mode
+	}, OnFabric: func(f *fabric.Fabric) { fab = f }}
 	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
 		seg, err := rt.Malloc(ctx, 8*n)
 		if err != nil {
@@ -237,31 +235,31 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 			if err := rt.Barrier(ctx); err != nil {
 				return 0, err
 			}
+			puts := 0
+			switch {
+			case p == 0 && me == 0:
+				puts = messages * (n - 1)
+			case p == 1 && me != 0:
+				puts = messages
+			default:
+				return 0, nil
+			}
 			t0 := time.Now()
-			sent := 0
-			for i := range messages {
+			for i := range puts {
 				target := 0
-				switch {
-				case p == 0 && me == 0:
+				if p == 0 {
 					target = aqpsOneToAllTarget(n, i)
-				case p == 1 && me != 0:
-				default:
-					continue
 				}
 				binary.LittleEndian.PutUint64(buf[:], aqpsValue(round, p, i))
 				if err := rt.Put(ctx, buf[:], seg, target, 8*me); err != nil {
 					return 0, err
 				}
-				sent++
 			}
-			if sent == 0 {
-				return 0, nil
-			}
-			return time.Since(t0) / time.Duration(sent), nil
+			return time.Since(t0) / time.Duration(puts), nil
 		}
 		// warm-up: every pair of the patterns connected, untimed
 		for p := range 2 {
-			if _, err := phase(0, p, n-1); err != nil {
+			if _, err := phase(0, p, 1); err != nil {
 				return err
 			}
 		}
@@ -290,7 +288,24 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 		for r := range n {
 			s[r] = binary.LittleEndian.Uint64(seg.Local()[8*r:])
 		}
+		ad := rt.Adaptive()
 		mu.Lock()
+		run.ad.Promotions += ad.Promotions
+		run.ad.Refusals += ad.Refusals
+		run.ad.Demotions += ad.Demotions
+		if me == 0 {
+			for i := range n {
+				st, err := fab.HCAStats(i)
+				if err != nil {
+					mu.Unlock()
+					return err
+				}
+				run.hca.Lookups += st.Lookups
+				run.hca.Misses += st.Misses
+				run.hca.Connects += st.Connects
+				run.hca.Accepts += st.Accepts
+			}
+		}
 		run.slots[me] = s
 		run.times[0] = max(run.times[0], per[0])
 		run.times[1] = max(run.times[1], per[1])

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/rma"
 )
 
 // The patterns on 8 ranks over RC: every put reaches its target (the job checks every rank's
 // slots: the last value each origin put there), and the tables hold one positive figure per
 // pattern.
 func TestAQPSSim(t *testing.T) {
-	res, err := AQPSSim(context.Background(), AQPSSimOptions{Ranks: 8, Messages: 10, Modes: []string{AQPSModeRC}}, bubbleOf(t))
+	res, err := AQPSSim(context.Background(), AQPSSimOptions{Ranks: 8, Messages: 3, Modes: []string{rma.NetRC}}, bubbleOf(t))
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	for _, r := range res {
@@ -25,7 +27,7 @@ func TestAQPSSim(t *testing.T) {
 
 // The slots check finds a missing or a wrong put.
 func TestAQPSSlotsCheck(t *testing.T) {
-	const n, messages = 4, 2 // rank 0 puts to 1 and 2: rank 3 keeps the untimed round's put
+	const n, messages = 4, 2 // onetoall: rank 0 puts to 1, 2, 3, 1, 2, 3
 	good := func() [][]uint64 {
 		s := make([][]uint64, n)
 		for i := range s {
@@ -34,12 +36,12 @@ func TestAQPSSlotsCheck(t *testing.T) {
 		for r := 1; r < n; r++ {
 			s[0][r] = aqpsValue(aqpsRepeat, 1, messages-1)
 		}
-		s[1][0], s[2][0], s[3][0] = aqpsValue(aqpsRepeat, 0, 0), aqpsValue(aqpsRepeat, 0, 1), aqpsValue(0, 0, 2)
+		s[1][0], s[2][0], s[3][0] = aqpsValue(aqpsRepeat, 0, 3), aqpsValue(aqpsRepeat, 0, 4), aqpsValue(aqpsRepeat, 0, 5)
 		return s
 	}
 	require.NoError(t, checkAQPSSlots(n, messages, good()))
 	s := good()
-	s[2][0] = aqpsValue(aqpsRepeat-1, 0, 1)
+	s[2][0] = aqpsValue(aqpsRepeat, 0, 1)
 	require.Error(t, checkAQPSSlots(n, messages, s), "an earlier put")
 	s = good()
 	s[0][3] = 0

@@ -69,6 +69,7 @@ type scaleFlags struct {
 	ranks, messages int
 	qpCache         int
 	miss, dcConnect time.Duration
+	rcWindow        time.Duration
 }
 
 func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, error) {
@@ -92,11 +93,12 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.Float64Var(&f.gbps, "link-rate", 0, "model: link capacity in GB/s (default 1)")
 	fs.DurationVar(&f.poll, "poll", 0, "model: sleep of a waiting rank between polls (default 1us)")
 	fs.IntVar(&f.ranks, "ranks", 64, "aqps: job size")
-	fs.IntVar(&f.messages, "messages", 0, "aqps: puts per sending rank and phase (default 4 x (ranks-1))")
+	fs.IntVar(&f.messages, "messages", 0, "aqps: puts per origin and target and phase (default 160)")
 	fs.StringVar(&f.modes, "modes", strings.Join(bench.AQPSModes, ","), "aqps: transports (comma list of rc, dc, adaptive)")
 	fs.IntVar(&f.qpCache, "qp-cache", bench.DefaultHCA.QPCache, "aqps model: queue pair contexts an HCA caches")
 	fs.DurationVar(&f.miss, "miss", bench.DefaultHCA.MissPenalty, "aqps model: host link time of a context miss")
 	fs.DurationVar(&f.dcConnect, "dc-connect", bench.DefaultHCA.DCConnect, "aqps model: host link time of a DC connect")
+	fs.DurationVar(&f.rcWindow, "rc-window", 0, "aqps: the adaptive transport's window GOARMCI_RC_WINDOW (default 100ms)")
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.StringVar(&f.out, "out", "", "also write NAME.csv and NAME.png of every table into this directory")
 	fs.BoolVar(&f.verbose, "v", false, "report every job's wall time on stderr")
@@ -174,7 +176,7 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 		case bench.ScaleQPSetup:
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
 		case bench.ScaleAQPS:
-			o := bench.AQPSSimOptions{Model: f.model(), Ranks: f.ranks, Messages: f.messages,
+			o := bench.AQPSSimOptions{Model: f.model(), Ranks: f.ranks, Messages: f.messages, RCWindow: f.rcWindow,
 				Modes: strings.Split(f.modes, ","), Progress: func(mode string, wall time.Duration) {
 					if f.verbose {
 						fmt.Fprintf(stderr, "goarmci: bench aqps -sim: %s: %.1f s\n", mode, wall.Seconds())
