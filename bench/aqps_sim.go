@@ -39,16 +39,17 @@ type AQPSSimOptions struct {
 	HCA fabric.HCAModel
 	// Ranks is the job size (default 64, [Takagi15 §4.3]'s figures).
 	Ranks int
-	// Messages is the number of puts from an origin to a target in one phase (default 160):
+	// Messages is the number of puts from an origin to a target in one phase (default 400):
 	// in onetoall rank 0 puts Messages·(Ranks−1) times, in alltoone every other rank Messages
 	// times.
 	Messages int
 	// Modes are the transports, one column each (default AQPSModes).
 	Modes []string
 	// RCWindow is the adaptive transport's statistics window (GOARMCI_RC_WINDOW, set for the
-	// jobs and restored after, with GOARMCI_RC_IDLE_TIMEOUT at the window; default
-	// 100 ms: an evaluation every 50 ms of virtual time, [Takagi15 §4.1]'s second scaled to
-	// phases of about a hundred milliseconds).
+	// jobs and restored after, with GOARMCI_RC_IDLE_TIMEOUT at the window; default 200 ms:
+	// an evaluation every 100 ms of virtual time, [Takagi15 §4.1]'s second scaled to phases of
+	// a few hundred milliseconds, long enough for a peer of onetoall to send more messages in a
+	// window than pay for its connection setup in the selection's cost model).
 	RCWindow time.Duration
 	// Progress, when set, is called after every mode with its wall time.
 	Progress func(mode string, wall time.Duration)
@@ -91,13 +92,13 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 		o.Ranks = 64
 	}
 	if o.Messages == 0 {
-		o.Messages = 160
+		o.Messages = 400
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = AQPSModes
 	}
 	if o.RCWindow == 0 {
-		o.RCWindow = 100 * time.Millisecond
+		o.RCWindow = 200 * time.Millisecond
 	}
 	if o.Ranks < 2 || o.Ranks > 1024 || o.Messages < 1 || o.RCWindow < 0 {
 		return nil, fmt.Errorf("%w: aqps simulation: ranks %d (2..1024), messages %d, window %v", ErrOptions,

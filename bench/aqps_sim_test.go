@@ -3,26 +3,33 @@ package bench
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/goarmci/goarmci/rma"
 )
 
-// The patterns on 8 ranks over RC: every put reaches its target (the job checks every rank's
-// slots: the last value each origin put there), and the tables hold one positive figure per
-// pattern.
+// The patterns on 8 ranks over each transport: every put reaches its target (the job checks
+// every rank's slots: the last value each origin put there, also across the adaptive
+// transport's switches between the shared path and RC), and the tables hold one positive figure
+// per pattern and mode, and adaptive's changes in %.
 func TestAQPSSim(t *testing.T) {
-	res, err := AQPSSim(context.Background(), AQPSSimOptions{Ranks: 8, Messages: 3, Modes: []string{rma.NetRC}}, bubbleOf(t))
+	o := AQPSSimOptions{Ranks: 8, Messages: 100, RCWindow: 20 * time.Millisecond}
+	res, err := AQPSSim(context.Background(), o, bubbleOf(t))
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	for _, r := range res {
-		require.Equal(t, []string{"rc (us)"}, r.Columns)
+		require.Equal(t, []string{"rc (us)", "dc (us)", "adaptive (us)", "adaptive vs dc (%)", "adaptive vs rc (%)"}, r.Columns)
 		require.Len(t, r.Rows, 1)
 		require.Equal(t, 8, r.Rows[0].Size)
-		require.Positive(t, r.Rows[0].Values[0], r.Name)
-		t.Log(r.Name, r.Rows[0].Values)
+		v := r.Rows[0].Values
+		for i := range 3 {
+			require.Positive(t, v[i], "%s %s", r.Name, r.Columns[i])
+		}
+		require.InDelta(t, 100*(v[2]/v[1]-1), v[3], 1e-9)
+		require.InDelta(t, 100*(v[2]/v[0]-1), v[4], 1e-9)
+		t.Log(r.Name, v)
 	}
+	t.Log(res[0].Header)
 }
 
 // The slots check finds a missing or a wrong put.
