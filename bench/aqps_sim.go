@@ -29,7 +29,8 @@ var AQPSModes = []string{rma.NetRC, rma.NetDC, rma.NetAdaptive}
 // DefaultHCA is AQPSSim's HCA model: a cache of 32 queue pair contexts (a bit more than the 26
 // RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing), 750 ns per
 // miss (the PCIe fetch of a context, 0.5–1 µs in the literature [Takagi15 §2.1]), and a DC
-// connect charged as one more control packet on a host's link: the default SimModel.MessageCost.
+// connect charged as one more control packet on a host's link: the default SimModel.MessageCost;
+// a DC queue pair is one context (fabric.HCAModel.DCContextPerPeer false).
 var DefaultHCA = fabric.HCAModel{QPCache: 32, MissPenalty: 750 * time.Nanosecond, DCConnect: 2500 * time.Nanosecond}
 
 // AQPSSimOptions configures AQPSSim. Zero values take the defaults named.
@@ -112,8 +113,8 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 	defer setEnv("GOARMCI_RC_WINDOW", o.RCWindow.String())()
 	defer setEnv("GOARMCI_RC_IDLE_TIMEOUT", o.RCWindow.String())()
 	header := []string{o.Model.header(),
-		fmt.Sprintf("HCA: a cache of %d queue pair contexts per node, %v per miss, %v per DC connect (fabric.HCAModel)",
-			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect),
+		fmt.Sprintf("HCA: a cache of %d queue pair contexts per node, %v per miss, %v per DC connect, %s (fabric.HCAModel)",
+			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect, dcContexts(o.HCA)),
 		fmt.Sprintf("%d blocking 8-byte puts per origin and target and phase; repeat: %d rounds of onetoall and alltoone; after one untimed round of each",
 			o.Messages, aqpsRepeat),
 		fmt.Sprintf("Adaptive: GOARMCI_RC_WINDOW=%v, GOARMCI_RC_IDLE_TIMEOUT=%v, the other selection knobs at their defaults",
@@ -173,6 +174,14 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 		}
 	}
 	return res, nil
+}
+
+// dcContexts describes what the HCA model caches of a DC queue pair.
+func dcContexts(m fabric.HCAModel) string {
+	if m.DCContextPerPeer {
+		return "a context per DC queue pair and peer"
+	}
+	return "a context per DC queue pair"
 }
 
 // aqpsValue is the value a put of rank origin carries: the round (1-based), the phase (0

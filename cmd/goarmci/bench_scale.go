@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/ibv/fabric"
 )
 
 // Scale figures on the simulated fabric: `goarmci bench barrier -sim`, `goarmci bench qp-setup
@@ -70,6 +71,7 @@ type scaleFlags struct {
 	qpCache         int
 	miss, dcConnect time.Duration
 	rcWindow        time.Duration
+	dcPerPeer       bool
 }
 
 func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, error) {
@@ -98,6 +100,7 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.IntVar(&f.qpCache, "qp-cache", bench.DefaultHCA.QPCache, "aqps model: queue pair contexts an HCA caches")
 	fs.DurationVar(&f.miss, "miss", bench.DefaultHCA.MissPenalty, "aqps model: host link time of a context miss")
 	fs.DurationVar(&f.dcConnect, "dc-connect", bench.DefaultHCA.DCConnect, "aqps model: host link time of a DC connect")
+	fs.BoolVar(&f.dcPerPeer, "dc-context-per-peer", false, "aqps model: the HCA caches a DC queue pair's state per peer (default: one context per DC queue pair)")
 	fs.DurationVar(&f.rcWindow, "rc-window", 0, "aqps: the adaptive transport's window GOARMCI_RC_WINDOW (default 200ms)")
 	fs.StringVar(&f.format, "format", "text", "text, csv or json")
 	fs.StringVar(&f.out, "out", "", "also write NAME.csv and NAME.png of every table into this directory")
@@ -182,7 +185,7 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 						fmt.Fprintf(stderr, "goarmci: bench aqps -sim: %s: %.1f s\n", mode, wall.Seconds())
 					}
 				}}
-			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect = f.qpCache, f.miss, f.dcConnect
+			o.HCA = fabric.HCAModel{QPCache: f.qpCache, MissPenalty: f.miss, DCConnect: f.dcConnect, DCContextPerPeer: f.dcPerPeer}
 			res, err = bench.AQPSSim(ctx, o, bubble)
 		default:
 			qps, qerr := intList("qps", f.qps)

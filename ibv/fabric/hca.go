@@ -20,10 +20,13 @@ import (
 //     RC slows down when a node has more active queue pairs than the cache holds ("cache
 //     thrashing", [Takagi15 §2.1] after Koop et al., whom [Sridhar08] surveys); the literature
 //     puts a miss at about 0.5–1 µs. The context of an RC or UD queue pair is the queue pair
-//     (the packet's local QPN: the BTH source QPN when sent, destination QPN when received);
-//     that of a DC queue pair is the pair (DC queue pair, remote peer's node and QPN), as a DC
-//     initiator holds one target's connection context at a time and a DC target one per
-//     initiator connected to it.
+//     (the packet's local QPN: the BTH source QPN when sent, destination QPN when received).
+//     A DC queue pair is one context too: the hardware's DC initiator holds one target's
+//     connection at a time and its DC target one initiator's, inside the queue pair's context,
+//     which is why moving peers from RC to DC limits the active contexts ([Takagi15 §3.1]:
+//     offloading source ranks to DC against the cache thrashing). With DCContextPerPeer a DC
+//     queue pair has one context per remote peer (node and QPN) instead: the bound for an HCA
+//     that caches every DC connection's state apart.
 //   - A DC initiator connects to its target before it sends and disconnects before it
 //     connects to another ([Takagi15 §2.1, Fig. 1]): a request packet of a DC queue pair to
 //     another destination (node, QPN) than its previous request occupies the initiator's host
@@ -52,6 +55,9 @@ type HCAModel struct {
 	// request to a new target) and to the target's (a DC target's request from a new
 	// initiator).
 	DCConnect time.Duration
+	// DCContextPerPeer caches a DC queue pair's state per remote peer (one context per DC
+	// queue pair and peer) instead of one context per DC queue pair.
+	DCContextPerPeer bool
 }
 
 func (m HCAModel) on() bool { return m.QPCache > 0 || m.DCConnect > 0 }
@@ -75,8 +81,9 @@ type HCAStats struct {
 	Connects, Accepts uint64
 }
 
-// qpContext names a queue pair context of a node: its QP number and, for a DC queue pair, the
-// remote peer's node and QP number (peer -1 otherwise).
+// qpContext names a queue pair context of a node: its QP number and, for a DC queue pair with
+// HCAModel.DCContextPerPeer, the remote peer's node and QP number (peer -1 otherwise); also the
+// peer of a DC queue pair's last request.
 type qpContext struct {
 	qpn     uint32
 	peer    int32
@@ -149,7 +156,9 @@ func (h *hca) charge(node int32, sent bool, k routeKey, buf []byte) time.Duratio
 	c := qpContext{qpn: local, peer: -1}
 	var d time.Duration
 	if last, isDC := n.dc[local]; isDC {
-		c.peer, c.peerQPN = peer, remote
+		if h.m.DCContextPerPeer {
+			c.peer, c.peerQPN = peer, remote
+		}
 		if op.IsRequest() {
 			p := qpContext{qpn: remote, peer: peer}
 			switch {

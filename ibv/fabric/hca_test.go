@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,10 +127,16 @@ func TestHCAThrashingRoundRobin(t *testing.T) {
 
 // A DC initiator pays a connect for every request to another target than its previous one,
 // and nothing for more requests to the same target; a DC target pays one for every request
-// from another initiator than its previous one. Each (DC queue pair, peer) is a context of the
-// cache.
+// from another initiator than its previous one. A DC queue pair is one context of the cache, or
+// one per peer with DCContextPerPeer.
 func TestHCADCConnects(t *testing.T) {
-	m := fabric.HCAModel{QPCache: 8, MissPenalty: hcaMiss, DCConnect: hcaConn}
+	for _, perPeer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("per-peer=%v", perPeer), func(t *testing.T) { testHCADCConnects(t, perPeer) })
+	}
+}
+
+func testHCADCConnects(t *testing.T, perPeer bool) {
+	m := fabric.HCAModel{QPCache: 8, MissPenalty: hcaMiss, DCConnect: hcaConn, DCContextPerPeer: perPeer}
 	synctest.Test(t, func(t *testing.T) {
 		f, devs := newFabric(t, hcaTree(4, m))
 		qa := ibvtest.ConnectDC(t, devs[0], nil, 1, ibv.AccessAll)
@@ -147,7 +154,11 @@ func TestHCADCConnects(t *testing.T) {
 		}
 		s := hcaStats(t, f, 0)
 		require.Equal(t, uint64(6), s.Connects)
-		require.Equal(t, uint64(2), s.Misses, "one context per target")
+		if perPeer {
+			require.Equal(t, uint64(2), s.Misses, "one context per target")
+		} else {
+			require.Equal(t, uint64(1), s.Misses, "one context")
+		}
 		require.Equal(t, uint64(12), s.Lookups)
 		// one target: one connect
 		t0 := f.Now()
