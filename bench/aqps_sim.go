@@ -28,10 +28,11 @@ var AQPSModes = []string{rma.NetRC, rma.NetDC, rma.NetAdaptive}
 
 // DefaultHCA is AQPSSim's HCA model: a cache of 32 queue pair contexts (a bit more than the 26
 // RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing), 750 ns per
-// miss (the PCIe fetch of a context, 0.5–1 µs in the literature [Takagi15 §2.1]), and a DC
-// connect charged as one more control packet on a host's link: the default SimModel.MessageCost;
-// a DC queue pair is one context (fabric.HCAModel.DCContextPerPeer false).
-var DefaultHCA = fabric.HCAModel{QPCache: 32, MissPenalty: 750 * time.Nanosecond, DCConnect: 2500 * time.Nanosecond}
+// miss (the PCIe fetch of a context, 0.5–1 µs in the literature [Takagi15 §2.1]), 1 µs per DC
+// connect (the HCA's connect and disconnect packets, priced at the order of a context fetch
+// rather than at the model's per-packet host cost), and a DC queue pair one context
+// (fabric.HCAModel.DCContextPerPeer false). bench/README.md has the figures with other values.
+var DefaultHCA = fabric.HCAModel{QPCache: 32, MissPenalty: 750 * time.Nanosecond, DCConnect: time.Microsecond}
 
 // AQPSSimOptions configures AQPSSim. Zero values take the defaults named.
 type AQPSSimOptions struct {
