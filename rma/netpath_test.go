@@ -131,3 +131,18 @@ func TestAdaptivePromotesAndKeepsOrder(t *testing.T) {
 		}, netTransport(rma.NetAdaptive, true))
 	})
 }
+
+// The shared datagram path and the adaptive transport over the tcp provider (DC queue pairs
+// over its streams; adaptive dials RC connections through the UD connection manager on UDP):
+// the fabric job's exact values at 4 ranks.
+func TestNetTransportsOverTCP(t *testing.T) {
+	adaptiveEnv(t, 1)
+	for _, mode := range []string{rma.NetDC, rma.NetAdaptive} {
+		t.Run(mode, func(t *testing.T) {
+			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				fabricJob(ctx, t, rt)
+				fabricJob(ctx, t, rt) // again: under adaptive, after the first evaluations
+			}, rmatest.Transport(rma.TransportTCP), rmatest.Configure(func(_ int, c *rma.Config) { c.NetworkTransport = mode }))
+		})
+	}
+}
