@@ -146,3 +146,97 @@ func TestNetTransportsOverTCP(t *testing.T) {
 		})
 	}
 }
+
+// allToAllPhase has every rank put increasing values into its own word at every other rank, round
+// robin, for d of virtual time, with compute between rounds; check runs after each round. It
+// then writes its last value beside the running one (after a fence to each peer), and after a
+// barrier every rank checks, for every origin, that the running word holds the last value: no
+// put was overtaken by an earlier one across a path switch. Layout: 16 bytes per origin.
+func allToAllPhase(ctx context.Context, t testing.TB, rt *rma.Runtime, d time.Duration, to func(round int) []int, check func()) {
+	me := rt.Rank()
+	seg, err := rt.Malloc(ctx, 16*rt.Size())
+	require.NoError(t, err)
+	clear(seg.Local())
+	require.NoError(t, rt.Barrier(ctx))
+	buf := make([]byte, 8)
+	last := make([]uint64, rt.Size()) // the last value put to each rank
+	deadline := time.Now().Add(d)
+	for round := 0; time.Now().Before(deadline); round++ {
+		for _, p := range to(round) {
+			last[p] += uint64(1 + round%3)
+			binary.LittleEndian.PutUint64(buf, last[p])
+			require.NoError(t, rt.Put(ctx, buf, seg, p, 16*me))
+		}
+		check()
+		time.Sleep(20 * time.Microsecond)
+	}
+	for p := 0; p < rt.Size(); p++ {
+		if p != me {
+			binary.LittleEndian.PutUint64(buf, last[p])
+			require.NoError(t, rt.Fence(ctx, p))
+			require.NoError(t, rt.Put(ctx, buf, seg, p, 16*me+8))
+		}
+	}
+	require.NoError(t, rt.Barrier(ctx))
+	loc := seg.Local()
+	for p := 0; p < rt.Size(); p++ {
+		if p == me {
+			continue
+		}
+		run, fin := binary.LittleEndian.Uint64(loc[16*p:]), binary.LittleEndian.Uint64(loc[16*p+8:])
+		require.Equal(t, fin, run, "rank %d: origin %d's last put", me, p)
+	}
+	require.NoError(t, seg.Free(ctx))
+}
+
+// others returns every rank but me.
+func others(rt *rma.Runtime) []int {
+	var out []int
+	for p := 0; p < rt.Size(); p++ {
+		if p != rt.Rank() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Under the adaptive transport with h = 2 on 6 ranks: during an all-to-all that would want every
+// peer on RC no rank ever holds more than 2 RC connections (its own promotions and the dials it
+// admitted); after a pause longer than the idle timeout every connection has been closed by
+// agreement of both ends; then a phase where rank 0 sends to rank 1 alone promotes rank 1 again
+// (a new connection dialled transparently). Every put's value is exact at the end of each phase.
+func TestAdaptiveBoundEvictionRedial(t *testing.T) {
+	adaptiveEnv(t, 2)
+	synctest.Test(t, func(t *testing.T) {
+		rmatest.RunFabric(t, 6, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			maxOpen := 0
+			all := others(rt)
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, func(int) []int { return all }, func() {
+				maxOpen = max(maxOpen, rt.Adaptive().OpenRC)
+			})
+			st := rt.Adaptive()
+			t.Logf("rank %d after all-to-all: %+v, most open %d", rt.Rank(), st, maxOpen)
+			require.LessOrEqual(t, maxOpen, 2, "rank %d held more RC connections than GOARMCI_MAX_RC", rt.Rank())
+			require.Positive(t, st.Promotions, "rank %d promoted no peer", rt.Rank())
+
+			time.Sleep(100 * time.Millisecond) // idle: longer than GOARMCI_RC_IDLE_TIMEOUT plus an evaluation
+			st = rt.Adaptive()
+			t.Logf("rank %d after the pause: %+v", rt.Rank(), st)
+			require.Zero(t, st.OpenRC, "rank %d: idle connections left open", rt.Rank())
+			require.NoError(t, rt.Barrier(ctx))
+
+			var onRC bool
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, func(int) []int {
+				if rt.Rank() == 0 {
+					return []int{1}
+				}
+				return nil
+			}, func() {
+				onRC = onRC || slices.Contains(rt.Adaptive().OnRC, 1)
+			})
+			if rt.Rank() == 0 {
+				require.True(t, onRC, "rank 1 not promoted again after its connection was closed")
+			}
+		}, netTransport(rma.NetAdaptive, true), rmatest.Timeout(5*time.Minute))
+	})
+}
