@@ -18,6 +18,7 @@ import (
 const (
 	odtJob    = 42
 	odtResend = 50 * time.Millisecond
+	odtGiveUp = time.Second
 )
 
 var odtT0 = time.Unix(1_000_000, 0)
@@ -411,7 +412,7 @@ func TestODCoreScripts(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			core := newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend)
+			core := newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend, odtGiveUp)
 			for i, s := range tc.script {
 				got := core.Step(s.ev, odtT0.Add(s.at))
 				requireODActions(t, s.want, got, "step %d (%v at %v)", i, s.ev.Kind, s.at)
@@ -458,7 +459,7 @@ func requireODActions(t *testing.T, want, got []odAction, msgAndArgs ...any) {
 
 // The resend deadline: the earliest pending peer's last send plus Resend.
 func TestODCoreNext(t *testing.T) {
-	core := newODCore(1, odtJob, 2, odtAddrBytes(1), odtResend)
+	core := newODCore(1, odtJob, 2, odtAddrBytes(1), odtResend, odtGiveUp)
 	require.True(t, core.Next().IsZero())
 	core.Step(evDial(2, 7), odtT0)
 	require.True(t, core.Next().IsZero(), "no REQ out yet")
