@@ -570,13 +570,13 @@ func (c *odCore) disconnect(peer uint32, now time.Time, out []odAction) []odActi
 // at once and changes nothing. Crossing CONN_DREQs (both ends' Disconnect): each end answers the
 // other's and forgets the peer; both Disconnects return nil.
 func (c *odCore) onDREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odAction) []odAction {
+	a, err := unmarshalODAddr(msg.Payload)
+	if err != nil {
+		c.stats.Ignored++ // malformed
+		return out
+	}
 	p := c.peers[peer]
 	if p == nil || p.nonce != msg.Inc {
-		a, err := unmarshalODAddr(msg.Payload)
-		if err != nil {
-			c.stats.Ignored++ // no address to answer to
-			return out
-		}
 		return c.drep(peer, msg.Inc, a.cm, a.qpn, now, out)
 	}
 	switch p.role {

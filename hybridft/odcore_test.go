@@ -412,25 +412,32 @@ func TestODCoreScripts(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			core := newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend, odtGiveUp)
-			for i, s := range tc.script {
-				got := core.Step(s.ev, odtT0.Add(s.at))
-				requireODActions(t, s.want, got, "step %d (%v at %v)", i, s.ev.Kind, s.at)
-			}
-			require.Equal(t, tc.stats, core.stats)
-			for id, r := range tc.role {
-				p := core.peers[id]
-				if r == 0 {
-					require.Nil(t, p, "peer %d forgotten", id)
-					require.Nil(t, core.pending[id])
-					continue
-				}
-				require.NotNil(t, p, "peer %d", id)
-				require.Equal(t, r, p.role, "peer %d", id)
-				_, pend := core.pending[id]
-				require.Equal(t, r != odDone, pend, "peer %d pending", id)
-			}
+			runODScript(t, newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend, odtGiveUp), tc.script, tc.stats,
+				tc.role)
 		})
+	}
+}
+
+// runODScript feeds script to core, checking each step's actions, then the counters and the
+// final roles (0: forgotten) and which peers have a resend timer.
+func runODScript(t *testing.T, core *odCore, script []odtStep, stats OnDemandStats, role map[uint32]odRole) {
+	t.Helper()
+	for i, s := range script {
+		got := core.Step(s.ev, odtT0.Add(s.at))
+		requireODActions(t, s.want, got, "step %d (%v at %v)", i, s.ev.Kind, s.at)
+	}
+	require.Equal(t, stats, core.stats)
+	for id, r := range role {
+		p := core.peers[id]
+		if r == 0 {
+			require.Nil(t, p, "peer %d forgotten", id)
+			require.Nil(t, core.pending[id])
+			continue
+		}
+		require.NotNil(t, p, "peer %d", id)
+		require.Equal(t, r, p.role, "peer %d", id)
+		_, pend := core.pending[id]
+		require.Equal(t, r != odDone && r != odReleasing, pend, "peer %d pending", id)
 	}
 }
 
