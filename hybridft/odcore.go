@@ -36,15 +36,22 @@ type odCore struct {
 	pending   map[uint32]*odPeer  // those with a resend timer: not established yet, or our CONN_DREQ out
 	admitting map[uint32]uint32   // peer -> nonce of its CONN_REQ put to the consumer (odAdmit out)
 	recent    map[uint32]odRecent // the last answer given to each peer without keeping its state
+	ended     map[uint32]odRecent // the last attempt of each peer that ended here (failed, disconnected)
 	closed    bool
 	gen       uint64 // last odPeer.gen handed out
 	stats     OnDemandStats
 }
 
-// odRecent is an answer given to a peer without keeping state for it: the CONN_REJ of a refused
-// CONN_REQ, or a CONN_DREP. The copies of the message it answered (one per rail) and its resends
-// within resend/2 are not answered again, and a refused attempt is not put to the consumer
-// again. Entries expire after odIdleResends resend periods (tick).
+// odRecent is what the core remembers of a peer past its state, for odIdleResends resend
+// periods (tick), so that the copies of a message (one per rail, each on its own path and
+// delay) and its resends still in flight meet the same answer:
+//
+//   - recent: an answer given without keeping state (typ): the CONN_REJ of a refused CONN_REQ,
+//     or a CONN_DREP. The messages it answered are not answered again within resend/2, and a
+//     refused attempt is not put to the consumer again.
+//   - ended: the attempt (nonce) of the peer's last connection or attempt that ended here
+//     (failed, disconnected): a late copy of its CONN_REQ would otherwise be taken for a new
+//     attempt, and replace a newer one accepted but not yet confirmed.
 type odRecent struct {
 	typ   udcm.Type
 	nonce uint32
@@ -142,7 +149,7 @@ type odAction struct {
 func newODCore(self, job uint32, rails int, addr []byte, resend, giveUp time.Duration) *odCore {
 	return &odCore{self: self, job: job, rails: rails, addr: addr, resend: resend, giveUp: giveUp,
 		peers: map[uint32]*odPeer{}, pending: map[uint32]*odPeer{}, admitting: map[uint32]uint32{},
-		recent: map[uint32]odRecent{}}
+		recent: map[uint32]odRecent{}, ended: map[uint32]odRecent{}}
 }
 
 // Next is the earliest resend deadline of a pending peer whose timer may fire (zero: none).
@@ -190,7 +197,7 @@ func (c *odCore) Step(ev odEvent, now time.Time) []odAction {
 	case odReleased:
 		if p := c.peers[ev.Peer]; p != nil && p.gen == ev.Gen && p.role == odReleasing {
 			out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
-			out = c.forget(p, nil, out)
+			out = c.forget(p, now, nil, out)
 		}
 	}
 	return out
@@ -273,7 +280,7 @@ func (c *odCore) created(ev odEvent, now time.Time, out []odAction) []odAction {
 			c.stats.Rejected++
 			out = c.reply(p, udcm.ConnREJ, udcm.RejResources, out)
 		}
-		return c.fail(p, fmt.Errorf("hybridft: %s %d: %w", what, p.id, err), out)
+		return c.fail(p, now, fmt.Errorf("hybridft: %s %d: %w", what, p.id, err), out)
 	}
 	t := udcm.ConnREQ
 	if p.role == odAccepting {
@@ -293,7 +300,7 @@ func (c *odCore) connected(ev odEvent, now time.Time, out []odAction) []odAction
 	if ev.Err != nil {
 		c.stats.Rejected++
 		out = c.reply(p, udcm.ConnREJ, udcm.RejMalformed, out)
-		return c.fail(p, fmt.Errorf("hybridft: dial %d: %w", p.id, ev.Err), out)
+		return c.fail(p, now, fmt.Errorf("hybridft: dial %d: %w", p.id, ev.Err), out)
 	}
 	p.role, p.dialer = odDone, true
 	delete(c.pending, p.id)
@@ -339,7 +346,8 @@ func (c *odCore) answered(peer uint32, t udcm.Type, nonce uint32, now time.Time)
 }
 
 // fail ends p's attempt with err: its queue pairs are closed, the peer forgotten.
-func (c *odCore) fail(p *odPeer, err error, out []odAction) []odAction {
+func (c *odCore) fail(p *odPeer, now time.Time, err error, out []odAction) []odAction {
+	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
 	delete(c.peers, p.id)
 	delete(c.pending, p.id)
 	return append(out, odAction{Kind: odCloseQPs, Peer: p.id}, odAction{Kind: odFailed, Peer: p.id, Err: err})
@@ -349,15 +357,17 @@ func (c *odCore) tick(now time.Time, out []odAction) []odAction {
 	if c.closed {
 		return out
 	}
-	for id, r := range c.recent {
-		if now.Sub(r.at) >= odIdleResends*c.resend {
-			delete(c.recent, id)
+	for _, m := range []map[uint32]odRecent{c.recent, c.ended} {
+		for id, r := range m {
+			if now.Sub(r.at) >= odIdleResends*c.resend {
+				delete(m, id)
+			}
 		}
 	}
 	for _, p := range sortedPeers(c.pending) {
 		if p.role == odClosing && (c.giveUp > 0 && now.Sub(p.since) >= c.giveUp ||
 			c.giveUp <= 0 && p.leavers == 0 && p.resends >= odIdleResends) {
-			out = c.forget(p, fmt.Errorf("hybridft: disconnect %d: %w: no CONN_DREP in %v", p.id, ErrPartition,
+			out = c.forget(p, now, fmt.Errorf("hybridft: disconnect %d: %w: no CONN_DREP in %v", p.id, ErrPartition,
 				now.Sub(p.since)), out)
 			continue
 		}
@@ -403,14 +413,14 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 	case udcm.ConnREJ:
 		if p := c.peers[peer]; p != nil && p.role != odDone && p.nonce == msg.Inc {
 			c.stats.Rejected++
-			return c.fail(p, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
+			return c.fail(p, now, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
 		}
 		c.stats.Ignored++
 	case udcm.ConnDREQ:
 		return c.onDREQ(peer, msg, now, out)
 	case udcm.ConnDREP:
 		if p := c.peers[peer]; p != nil && p.role == odClosing && p.nonce == msg.Inc {
-			return c.forget(p, nil, out)
+			return c.forget(p, now, nil, out)
 		}
 		c.stats.Ignored++ // a copy, or the answer to a DREQ of an earlier connection
 	}
@@ -429,6 +439,10 @@ func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, admitted bool,
 	if len(infos) == 0 {
 		c.stats.Rejected++
 		return c.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejMalformed, out)
+	}
+	if e, ok := c.ended[peer]; ok && e.nonce == msg.Inc {
+		c.stats.Ignored++ // a late copy of an attempt that ended here
+		return out
 	}
 	p := c.peers[peer]
 	switch {
@@ -554,7 +568,7 @@ func (c *odCore) disconnect(peer uint32, now time.Time, out []odAction) []odActi
 		return append(out, odAction{Kind: odNotConnected, Peer: peer})
 	case p.role == odReleasing:
 		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
-		return c.forget(p, nil, out)
+		return c.forget(p, now, nil, out)
 	case p.role == odDone:
 		p.role, p.since, p.resends, p.leavers = odClosing, now, 0, 0
 		p.msg = udcm.Msg{Type: udcm.ConnDREQ, Src: uint64(c.self), Dst: uint64(p.id), Seq: c.job, Inc: p.nonce, Payload: c.addr}
@@ -585,12 +599,12 @@ func (c *odCore) onDREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odActio
 		return append(out, odAction{Kind: odRelease, Peer: peer})
 	case odClosing:
 		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
-		return c.forget(p, nil, out)
+		return c.forget(p, now, nil, out)
 	case odAccepting:
 		// the dialer got our REP and disconnects before its RTU reached us: our consumer never
 		// had these queue pairs
 		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
-		return c.fail(p, fmt.Errorf("hybridft: accept from %d: %w: the peer disconnected before confirming", peer,
+		return c.fail(p, now, fmt.Errorf("hybridft: accept from %d: %w: the peer disconnected before confirming", peer,
 			ErrNotConnected), out)
 	}
 	c.stats.Ignored++ // releasing: a copy or a resend, answered when the consumer is done
@@ -608,7 +622,8 @@ func (c *odCore) drep(peer, nonce uint32, to []string, qpn uint32, now time.Time
 
 // forget ends p's disconnect with err (nil: the connection is torn down at both ends); the peer
 // is forgotten, its next Dial a new attempt.
-func (c *odCore) forget(p *odPeer, err error, out []odAction) []odAction {
+func (c *odCore) forget(p *odPeer, now time.Time, err error, out []odAction) []odAction {
+	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
 	delete(c.peers, p.id)
 	delete(c.pending, p.id)
 	if err == nil {

@@ -224,6 +224,22 @@ func TestODCoreDisconnectScripts(t *testing.T) {
 			stats: OnDemandStats{Dialed: 1, Ignored: 3}, role: map[uint32]odRole{b: odDone},
 		},
 		{
+			name: "late copies of the REQ of a connection torn down (slow rail): ignored, before and after the " +
+				"new attempt's REQ, which they do not replace; later (past odIdleResends periods) forgotten", self: b,
+			script: odtJoin(odtAccepted(a, b, 7), []odtStep{
+				{20 * ms, evMsg(odtDREQ(a, b, 7)), []odAction{aRelease(a)}},
+				{20 * ms, evReleased(a, 1), []odAction{aSend(a, odtDREP(b, a, 7)), aGone(a, nil)}},
+				{21 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil},
+				{22 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aCreate(a, 2, odtInfos(a, 2, 2))}},
+				{22 * ms, evCreated(a, b, 2, 2), []odAction{aSend(a, odtREP(b, a, 9, 2, 2))}},
+				{23 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil},
+				{24 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
+				{20*ms + odIdleResends*odtResend, evTick, nil},
+				{21*ms + odIdleResends*odtResend, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7))}},
+			}),
+			stats: OnDemandStats{Accepted: 2, Disconnected: 1, Ignored: 2}, role: map[uint32]odRole{a: odDone},
+		},
+		{
 			name: "close: disconnects in progress end with ErrClosed; later answers do nothing", self: a,
 			script: odtJoin(odtDialed(b, a, 7), []odtStep{
 				{20 * ms, evMsg(odtREQ(c, a, 3, 2, 1)), []odAction{aCreate(c, 2, odtInfos(c, 2, 1))}},

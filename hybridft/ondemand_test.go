@@ -585,6 +585,12 @@ func TestFabricOnDemandMesh(t *testing.T) {
 // inside the bubble.
 func fabODNodes(t *testing.T, n, rails int, plan fabric.Plan) []*odNode {
 	t.Helper()
+	return fabODNodesWith(t, testOptions(), n, rails, plan)
+}
+
+// fabODNodesWith is fabODNodes with the managers' options o.
+func fabODNodesWith(t *testing.T, o Options, n, rails int, plan fabric.Plan) []*odNode {
+	t.Helper()
 	f, err := fabric.New(fabric.Config{Name: "od", Nodes: n, Ports: rails, Plan: plan})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, f.Close()) })
@@ -592,7 +598,7 @@ func fabODNodes(t *testing.T, n, rails int, plan fabric.Plan) []*odNode {
 	for i := range nodes {
 		dev, err := f.Open(i)
 		require.NoError(t, err)
-		o := testOptions()
+		o := o
 		o.CMDevice = dev
 		m, err := NewManager(o)
 		require.NoError(t, err)
