@@ -203,10 +203,13 @@ func (d *OnDemand) Addr() []byte { return append([]byte(nil), d.addr...) }
 // protocol goroutine, without the OnDemand's lock, once per attempt of a peer that has nothing
 // here (not for that attempt's resends and copies); true accepts (queue pairs are created, accept
 // runs when the dialer confirms), false refuses: CONN_REJ, nothing is created, the dialer's Dial
-// fails with ErrRejected. A REQ that meets our own dial of that peer is not put to admit. An
-// accepted attempt may still end without a connection (the dialer gives it up): accept is then
-// never called for it. admit must not block; it may call the OnDemand's non-blocking methods
-// (Connected, Stats). nil (the default) admits every peer. Set it before the OnDemand is used.
+// fails with ErrRejected. Not put to admit: a REQ that meets our own dial of that peer (our
+// consumer asked for the connection), a new attempt replacing one accepted but not yet
+// confirmed (it keeps that admission). An accepted attempt may still end without a connection
+// (the dialer gives it up): accept is then never called for it. admit must not block; it may
+// call the OnDemand's non-blocking methods (Connected, Stats), not Dial or Disconnect (an
+// eviction it decides runs on another goroutine). nil (the default) admits every peer. Set it
+// before the OnDemand is used.
 func (d *OnDemand) SetAdmit(admit func(peer uint32) bool) {
 	d.mu.Lock()
 	d.admit, d.core.admission = admit, admit != nil
@@ -241,8 +244,10 @@ func (d *OnDemand) Stats() OnDemandStats {
 // waits for that, a Dial during a disconnect of the peer waits for it to end and then makes new
 // connections. The connections belong to the caller (Close them before the manager's devices);
 // the slice is a copy. Errors: ibv.ErrInvalidArgument (peer is self), ErrMalformed (addr),
-// ErrRejected (the peer refused: its admission, or its resources), ErrClosed, the context's
-// error (the attempt stays pending and a later Dial resumes it), those of creating queue pairs.
+// ErrRejected (the peer refused: its admission, or its resources), ErrNotConnected (waiting on
+// the peer's own dial, which it disconnected before confirming it here), ErrClosed, the
+// context's error (the attempt stays pending and a later Dial resumes it), those of creating
+// queue pairs.
 func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn, error) {
 	if peer == d.self {
 		return nil, fmt.Errorf("hybridft: dial: %w: peer %d is this process", ibv.ErrInvalidArgument, peer)
