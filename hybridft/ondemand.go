@@ -101,6 +101,12 @@ const odIdleResends = 16
 // of each. Only a Disconnect that fails (its context, ErrPartition) may leave the other end
 // holding its end of the connection; that end's own Disconnect is then answered at once.
 //
+// The consumer sees each peer's connections in order, so it can keep its own table of them:
+// accept(conns) (or the Dial that returns them) comes before any release of conns and before a
+// Disconnect can tear them down; the call of release(conns)'s done, or the CONN_DREP that ends a
+// Disconnect of conns, comes before the accept of the peer's next connections (which may run
+// before that Disconnect has returned: tell connections apart by identity).
+//
 // The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
 // its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
 // around the core, creates, connects and closes the queue pairs, sends on the CM, asks admit,
@@ -318,8 +324,9 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 }
 
 // Disconnect tears down the connections to peer by agreement of both ends (CONN_DREQ/DREP, the
-// IBA CM's DREQ/DREP [IBA §12.6]; the eviction of an idle connection of [Takagi15 §3.4]): the
-// caller has stopped using them (drained). It sends a CONN_DREQ (resent every Options.Resend),
+// IBA CM's DREQ/DREP [IBA §12.6]; the eviction of an idle connection of [Takagi15 §3.4]): those
+// Connected(peer) returns (established, accept has returned), which the caller has stopped
+// using (drained). It sends a CONN_DREQ (resent every Options.Resend),
 // waits for the peer's CONN_DREP (the peer's release has run), forgets the peer and returns; the
 // caller then closes its connections. A later Dial of peer, from either end, makes new ones.
 // Concurrent Disconnects of a peer wait for the same exchange. Errors: ErrNotConnected (no
@@ -334,10 +341,21 @@ func (d *OnDemand) Disconnect(ctx context.Context, peer uint32) error {
 		return ErrClosed
 	}
 	l := d.links[peer]
+	if l != nil {
+		select {
+		case <-l.done: // established, and accept has returned
+		default:
+			l = nil // accept has not run yet: the consumer does not know this connection
+		}
+	}
+	if l == nil {
+		d.mu.Unlock()
+		return fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrNotConnected)
+	}
 	after := d.step(odEvent{Kind: odDisconnect, Peer: peer}, time.Now())
 	d.mu.Unlock()
 	d.finish(after)
-	if after.notConnected || l == nil {
+	if after.notConnected {
 		return fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrNotConnected)
 	}
 	var err error
