@@ -240,3 +240,46 @@ func TestAdaptiveBoundEvictionRedial(t *testing.T) {
 		}, netTransport(rma.NetAdaptive, true), rmatest.Timeout(5*time.Minute))
 	})
 }
+
+// Under the adaptive transport with h = 1, traffic that moves from one peer to another moves the
+// RC connection with it while operations to both keep flowing: rank 0 first sends mostly to
+// rank 1, then mostly to rank 2 with a trickle to rank 1, so rank 1 is demoted (its connection
+// closed to make room) and rank 2 promoted mid-traffic; the last value of every put sequence is
+// exact at its target (allToAllPhase), across both switches.
+func TestAdaptiveFollowsShiftingTraffic(t *testing.T) {
+	adaptiveEnv(t, 1)
+	synctest.Test(t, func(t *testing.T) {
+		rmatest.RunFabric(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			var on1, on2 bool
+			sample := func() {
+				st := rt.Adaptive()
+				on1 = on1 || slices.Contains(st.OnRC, 1)
+				on2 = on2 || slices.Contains(st.OnRC, 2)
+			}
+			phase := func(heavy, light int) func(int) []int {
+				return func(round int) []int {
+					switch {
+					case rt.Rank() != 0:
+						return nil
+					case round%8 == 0:
+						return []int{heavy, light}
+					}
+					return []int{heavy}
+				}
+			}
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, phase(1, 2), sample)
+			if rt.Rank() == 0 {
+				require.True(t, on1, "rank 1 not promoted while it took most of the traffic")
+			}
+			on2 = false
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, phase(2, 1), sample)
+			if rt.Rank() == 0 {
+				st := rt.Adaptive()
+				t.Logf("rank 0: %+v", st)
+				require.True(t, on2, "rank 2 not promoted when the traffic moved to it")
+				require.LessOrEqual(t, st.OpenRC, 1)
+				require.Positive(t, st.Demotions)
+			}
+		}, netTransport(rma.NetAdaptive, true))
+	})
+}
