@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
+	"github.com/goarmci/goarmci/rma/transport"
 )
 
 // netTransport configures every rank of a job for GOARMCI_NET_TRANSPORT=mode.
@@ -282,4 +284,16 @@ func TestAdaptiveFollowsShiftingTraffic(t *testing.T) {
 			}
 		}, netTransport(rma.NetAdaptive, true))
 	})
+}
+
+// The environment's defaults of the adaptive selection (internal/config's table, what Init
+// reads) are the selection core's (transport.DefaultConfig).
+func TestAdaptiveDefaultsAgree(t *testing.T) {
+	c := config.Default()
+	d := transport.DefaultConfig()
+	require.Equal(t, d.MaxRC, c.MaxRC)
+	require.Equal(t, d.Window, c.RCWindow)
+	require.Equal(t, d.Gamma, c.RCGamma)
+	require.Equal(t, d.IdleTimeout, c.RCIdleTimeout)
+	require.Equal(t, rma.NetRC, c.NetTransport)
 }
