@@ -40,8 +40,25 @@ func TestSharedPathFabricJob(t *testing.T) {
 	for name, plan := range plans {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				var fab *fabric.Fabric
 				rmatest.RunFabric(t, 8, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 					fabricJob(ctx, t, rt)
+					require.NoError(t, rt.Barrier(ctx))
+					if rt.Rank() == 0 && len(plan.Rules) > 0 {
+						var lost, dup int64
+						for p := 0; p < 8; p++ {
+							for q := 0; q < 8; q++ {
+								if p != q {
+									st := fab.Stats(p, q, 1)
+									lost += int64(st.Lost)
+									dup += int64(st.Delivered) - int64(st.Sent-st.Lost)
+								}
+							}
+						}
+						t.Logf("%d packets lost, %d duplicated (net of reordering)", lost, dup)
+						require.Positive(t, lost, "the plan lost no packet")
+						require.Positive(t, dup, "the plan duplicated no packet")
+					}
 					mem := rt.Memory()
 					for _, k := range mem.Kinds {
 						require.NotEqual(t, rma.MemRC, k.Kind, "rank %d holds RC connections on the shared path", rt.Rank())
@@ -50,7 +67,8 @@ func TestSharedPathFabricJob(t *testing.T) {
 					for _, p := range mem.Peers {
 						require.Equal(t, rma.MemDC, p.Kind, "peer %d", p.Rank)
 					}
-				}, rmatest.Fabric(fabric.Config{Plan: plan}), netTransport(rma.NetDC, name == "faults"))
+				}, rmatest.Fabric(fabric.Config{Plan: plan}), rmatest.OnFabric(func(f *fabric.Fabric) { fab = f }),
+					netTransport(rma.NetDC, name == "faults"))
 			})
 		})
 	}
