@@ -213,7 +213,6 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 		}
 		r.ePSN = wire.PSNAdd(r.ePSN, n)
 		r.msn++
-		q.ctr.msgs.Add(1)
 		r.ackPending = false
 		return
 	case wire.OpAtomic:
@@ -227,7 +226,6 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 		r.atomics[p.PSN%atomicCacheLen] = atomicResult{psn: p.PSN, valid: true, value: v}
 		r.ePSN = wire.PSNAdd(r.ePSN, 1)
 		r.msn++
-		q.ctr.msgs.Add(1)
 		r.ackPending = false
 		q.reply(link, &wire.Header{Opcode: wire.OpAtomicAck, PSN: p.PSN, AETH: wire.AETH{MSN: r.msn & wire.PSNMask},
 			AtomicAck: v}, nil)
@@ -239,7 +237,6 @@ func (q *QP) respond(b *Batch, p *wire.Packet, link Link) {
 	r.ePSN = wire.PSNAdd(r.ePSN, 1)
 	if last {
 		r.msn++
-		q.ctr.msgs.Add(1)
 		r.closeMsg()
 	}
 	if p.Flags&wire.FlagAckReq != 0 {
