@@ -20,7 +20,9 @@
 // that cross it, with a latency, so flows of different pairs contend on shared leaf↔spine links
 // as in the hot-spot studies of [Vishnu07 ch. 3, 7]. One goroutine of the fabric runs the model
 // as a discrete-event simulation on the fabric clock. Hops can be slowed (SetHopRate) or taken
-// down (SetHopDown, Plan.HopDown), and count their packets and bytes (HopStats).
+// down (SetHopDown, Plan.HopDown), and count their packets and bytes (HopStats). The tree's
+// HCAModel (FatTree.HCA) prices each node's queue pair context cache and DC connects on its host
+// links [Takagi15 §2.1] and counts them (HCAStats).
 //
 // Nothing blocks outside the fabric: links wait on channels and timers, so a fabric created
 // inside a testing/synctest bubble runs on virtual time, and failover tests need no real sleeps:
