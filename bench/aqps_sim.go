@@ -27,7 +27,7 @@ const ScaleAQPS = "aqps"
 var AQPSModes = []string{rma.NetRC, rma.NetDC, rma.NetAdaptive}
 
 // DefaultHCA is AQPSSim's HCA model: a cache of 32 queue pair contexts (a bit more than the 26
-// RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing), 750 ns per
+// RC queue pairs [Takagi15 §4.1]'s AQPS keeps active to stay clear of thrashing, §4.3), 750 ns per
 // miss (the PCIe fetch of a context, 0.5–1 µs in the literature [Takagi15 §2.1]), 1 µs per DC
 // connect (the HCA's connect and disconnect packets, priced at the order of a context fetch
 // rather than at the model's per-packet host cost), and a DC queue pair one context

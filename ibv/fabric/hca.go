@@ -23,7 +23,7 @@ import (
 //     (the packet's local QPN: the BTH source QPN when sent, destination QPN when received).
 //     A DC queue pair is one context too: the hardware's DC initiator holds one target's
 //     connection at a time and its DC target one initiator's, inside the queue pair's context,
-//     which is why moving peers from RC to DC limits the active contexts ([Takagi15 §3.1]:
+//     which is why moving peers from RC to DC limits the active contexts ([Takagi15 §3.2]:
 //     offloading source ranks to DC against the cache thrashing). With DCContextPerPeer a DC
 //     queue pair has one context per remote peer (node and QPN) instead: the bound for an HCA
 //     that caches every DC connection's state apart.
@@ -42,7 +42,7 @@ import (
 // looked up. The zero value is no model: no lookup, nothing charged, the fabric's times as
 // without it. Reasonable values for an HCA of [Takagi15 §4.1]'s generation: QPCache a few tens
 // of contexts (its AQPS keeps at most 26 RC plus 8 DC queue pairs active per process to stay
-// clear of the thrashing), MissPenalty 0.5–1 µs, DCConnect about one small message's half round
+// clear of the thrashing, [Takagi15 §4.3]), MissPenalty 0.5–1 µs, DCConnect about one small message's half round
 // trip.
 type HCAModel struct {
 	// QPCache is the number of queue pair contexts the HCA of a node caches (0: no cache, no
