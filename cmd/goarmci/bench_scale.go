@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/bench"
+	"github.com/goarmci/goarmci/rma/transport"
 )
 
 // Scale figures on the simulated fabric: `goarmci bench barrier -sim`, `goarmci bench qp-setup
-// -sim` and `goarmci bench apm -sim` (bench/barrier_sim.go, bench/scale_sim.go), as `bench
-// hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
+// -sim`, `goarmci bench apm -sim` and `goarmci bench memory -sim` (bench/barrier_sim.go,
+// bench/scale_sim.go, bench/memory_sim.go), as `bench hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
 // and one PNG per table.
 
 // scaleSims are the benchmarks with a -sim form besides hotspot.
-var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM}
+var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM, bench.ScaleMemory}
 
 // scaleSimName returns the scale simulation a bench command line asks for.
 func scaleSimName(args []string) (string, bool) {
@@ -37,7 +38,7 @@ func scaleSimName(args []string) (string, bool) {
 	return "", false
 }
 
-const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm -sim [flags]
+const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm|memory -sim [flags]
 
 Scale figures on the simulated fabric (ibv/fabric), all ranks in this process, on the fabric's
 virtual clock (testing/synctest) where the model prices them (bench/README.md, "Scale on the
@@ -49,6 +50,9 @@ simulated fabric"):
             their creation and transitions on this machine, memory; eager and on demand
   apm       arming and migrating -qps queue pairs (APM, [Vishnu07 ch. 9]): wall time on this
             machine, and the latency of an 8-byte put while they migrate
+  memory    communication memory per rank after an all-to-all, per job size (-ranks): RC-only,
+            shared datagram (DC) and adaptive (DC and -maxrc RC connections) [Sridhar08]; jobs
+            above -full ranks extrapolated per peer from the largest one built
 
 Flags:
 `
@@ -57,6 +61,7 @@ Flags:
 type scaleFlags struct {
 	np, alg, qps, format, out string
 	iters, warmup             int
+	maxRC, full               int
 	latency, cost, poll       time.Duration
 	gbps                      float64
 	verbose                   bool
@@ -72,8 +77,12 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	}
 	fs.Bool("sim", true, "run on the simulated fabric (this command)")
 	np := map[string]string{"barrier": "2,4,7,8,12,16,17,32,64,100,128,256,512,1024",
-		bench.ScaleQPSetup: "2,4,8,16,32,64,128,256,512,1024", bench.ScaleAPM: "4"}[name]
+		bench.ScaleQPSetup: "2,4,8,16,32,64,128,256,512,1024", bench.ScaleAPM: "4", bench.ScaleMemory: "64,256,1024"}[name]
 	fs.StringVar(&f.np, "np", np, "job sizes (comma list of ranks)")
+	fs.StringVar(&f.np, "ranks", np, "job sizes (the same as -np)")
+	fs.IntVar(&f.maxRC, "maxrc", 0, fmt.Sprintf("memory: h, RC connections per rank of the adaptive configuration (0: GOARMCI_MAX_RC's default, %d)",
+		transport.DefaultConfig().MaxRC))
+	fs.IntVar(&f.full, "full", 0, "memory: largest job built whole, larger ones extrapolated (default 256, at most 1024)")
 	fs.StringVar(&f.alg, "alg", "", "barrier: algorithms (comma list of dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; default all)")
 	fs.StringVar(&f.qps, "qps", "16,64,256,1024,2048", "apm: numbers of queue pairs (comma list)")
 	fs.IntVar(&f.iters, "iters", 0, "timed iterations (barrier: barriers per algorithm, default 10; apm: puts per migration round, default 20)")
@@ -117,7 +126,7 @@ func (f *scaleFlags) model() bench.SimModel {
 	return bench.SimModel{LinkLatency: f.latency, MessageCost: f.cost, LinkRate: int64(f.gbps * 1e9), Poll: f.poll}
 }
 
-// runScaleSim is `goarmci bench barrier|qp-setup|apm -sim`.
+// runScaleSim is `goarmci bench barrier|qp-setup|apm|memory -sim`.
 func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 	f, err := parseScale(stderr, name, args)
 	if err != nil {
@@ -156,6 +165,8 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 			res, err = bench.BarrierSim(ctx, o, bubble)
 		case bench.ScaleQPSetup:
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
+		case bench.ScaleMemory:
+			res, err = bench.MemorySim(ctx, bench.MemoryOptions{Ranks: ranks, MaxRC: f.maxRC, FullRanks: f.full, Progress: progress})
 		default:
 			qps, qerr := intList("qps", f.qps)
 			if qerr != nil {

@@ -30,7 +30,8 @@ func TestBenchBarrierSim(t *testing.T) {
 	}
 }
 
-// `bench apm -sim` and `bench qp-setup -sim` on small sizes; bad options exit with 2.
+// `bench apm -sim`, `bench qp-setup -sim` and `bench memory -sim` on small sizes; bad options
+// exit with 2.
 func TestBenchScaleSims(t *testing.T) {
 	useTestBubble(t)
 	code, out, errOut := runCLI(t, "bench", "apm", "-sim", "-qps", "2,4", "-iters", "2")
@@ -39,7 +40,13 @@ func TestBenchScaleSims(t *testing.T) {
 	code, out, errOut = runCLI(t, "bench", "qp-setup", "-sim", "-np", "2,5")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^5 +4\.00 +[0-9.]+ +4\.00 `, out, "5 ranks connected on demand by barriers: every peer")
-	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"}} {
+	code, out, errOut = runCLI(t, "bench", "memory", "-sim", "-ranks", "4,8", "-full", "4", "-maxrc", "2", "-format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){9}1\.0+$`, out, "4 ranks built whole")
+	assert.Regexp(t, `(?m)^8,(-?[0-9.]+,){9}0\.0+$`, out, "8 ranks extrapolated")
+	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){5}2\.0+,3\.0+$`, out, "per peer: 2 RC connections and 3 DC records per rank")
+	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"},
+		{"memory", "-ranks", "1"}, {"memory", "-maxrc", "-1"}, {"memory", "-full", "5000"}} {
 		code, _, errOut := runCLI(t, append([]string{"bench", "-sim"}, args...)...)
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 	}

@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/multirail"
+	"github.com/goarmci/goarmci/rma/transport"
+)
+
+// Memory per rank against the job size, for the three ways of reaching network peers that
+// GOARMCI_NET_TRANSPORT names: RC-only (one connection per peer), DC-only (one shared DC queue
+// pair, a peer record per peer) and adaptive (the DC queue pair for every peer and at most h RC
+// connections) — [Sridhar08] (memory per connection, UD as the scalable transport, MVAPICH-Aptus'
+// bounded number of RC channels), [Takagi15 §3.2] (h). The job is built with the public verbs,
+// connection and channel APIs on the in-process fabric, one node per rank, and every rank
+// communicates with every other rank once (all-to-all: the worst case for RC); each rank's
+// bytes are then read from its objects' own accounting (ibv.QP.MemoryFootprint, ibv.CQ,
+// hybridft.Conn), and the Go heap the job added is read from the runtime.
+
+// ScaleMemory is the name of the memory simulation (goarmci bench memory -sim).
+const ScaleMemory = "memory"
+
+// The configurations of MemorySim, named as GOARMCI_NET_TRANSPORT names them.
+const (
+	MemoryRC       = "rc"
+	MemoryDC       = "dc"
+	MemoryAdaptive = "adaptive"
+)
+
+// memoryKinds are the configurations in the order of the table's columns.
+var memoryKinds = []string{MemoryRC, MemoryDC, MemoryAdaptive}
+
+// Bounds of MemoryOptions.
+const (
+	maxMemoryRanks     = 1 << 16 // extrapolated rows
+	maxMemoryFullRanks = 1024    // jobs built whole (an RC job holds N(N-1) queue pairs)
+	defaultFullRanks   = 256
+)
+
+// MemoryOptions configures MemorySim.
+type MemoryOptions struct {
+	// Ranks are the job sizes, one row each (default 64, 256, 1024).
+	Ranks []int
+	// MaxRC is h, the RC connections of a rank in the adaptive configuration (0: the default of
+	// rma/transport, GOARMCI_MAX_RC's; at most Ranks−1 are used).
+	MaxRC int
+	// FullRanks is the largest job built whole (default 256, at most 1024); the rows of larger
+	// jobs are extrapolated from the largest job built, per peer (see MemorySim).
+	FullRanks int
+	// Progress, when set, is called after every job size with its wall time.
+	Progress func(ranks int, wall time.Duration)
+}
+
+// memorySample is what one job of one configuration measured.
+type memorySample struct {
+	median, max float64 // accounted bytes per rank, over the ranks
+	heap        float64 // Go heap the job's communication objects added, per rank
+	perPeer     float64 // accounted bytes one peer adds to a rank (median over ranks)
+	heapPerPeer float64 // Go heap one peer adds to a rank
+	rcConns     int     // RC connections of a rank (the largest number)
+	newRecord   int64   // the bytes a new DC peer record costs by the engine's account (ibv.QP.DCPeerBytes)
+	dcPeers     int     // peer records of a rank's DC queue pair (the smallest number)
+}
+
+// MemorySim measures a rank's communication memory in jobs of o.Ranks ranks where every rank
+// has written 8 bytes to every other rank once, for three configurations:
+//
+//   - RC-only: one RC connection per peer (a hybridft connection — queue pair with its engine
+//     state and work-queue entries, connection record — and the multirail channel's record),
+//     the device's completion queue;
+//   - DC-only: one DC queue pair (ibv.DC) with a peer record per peer created at first contact,
+//     an address handle per peer, its completion queue and the device's;
+//   - adaptive: the DC queue pair with a record per peer and h RC connections (to the ranks at
+//     distance 1..h/2 on either side, and the opposite rank when h is odd, so every rank holds
+//     h; h−1 when h and the job size are both odd).
+//
+// Jobs of up to o.FullRanks ranks are built whole (one fabric node per rank); a row of a larger
+// job is extrapolated from the largest job built: its value there plus, per further peer, the
+// bytes a peer added per rank there (an RC connection for RC-only, a DC record for the others).
+// Results: the table per job size (median and max over the ranks of the accounted bytes, the Go
+// heap per rank, whether measured) and the per-peer costs of the jobs built. Errors wrap
+// ErrOptions, the fabric's and the verbs', and name the rank whose check failed (every write
+// landed; every DC queue pair holds a record per peer).
+func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
+	if len(o.Ranks) == 0 {
+		o.Ranks = []int{64, 256, 1024}
+	}
+	if o.MaxRC == 0 {
+		o.MaxRC = transport.DefaultConfig().MaxRC
+	}
+	if o.FullRanks == 0 {
+		o.FullRanks = defaultFullRanks
+	}
+	if o.MaxRC < 0 || o.MaxRC > transport.MaxRCLimit {
+		return nil, fmt.Errorf("%w: memory simulation: maxrc %d (1..%d)", ErrOptions, o.MaxRC, transport.MaxRCLimit)
+	}
+	if o.FullRanks < 2 || o.FullRanks > maxMemoryFullRanks {
+		return nil, fmt.Errorf("%w: memory simulation: full jobs up to %d ranks (2..%d)", ErrOptions, o.FullRanks, maxMemoryFullRanks)
+	}
+	ranks := slices.Clone(o.Ranks)
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	for _, n := range ranks {
+		if n < 2 || n > maxMemoryRanks {
+			return nil, fmt.Errorf("%w: memory simulation: ranks %d (2..%d)", ErrOptions, n, maxMemoryRanks)
+		}
+	}
+	if ranks[0] > o.FullRanks {
+		return nil, fmt.Errorf("%w: memory simulation: no job of at most %d ranks to measure (ranks %v)", ErrOptions, o.FullRanks, ranks)
+	}
+	table := &Result{Name: ScaleMemory, KeyLabel: "Ranks", Ranks: ranks[len(ranks)-1], Transport: "fabric (in-process)",
+		Title: "# goarmci communication memory per rank: RC-only, shared datagram (DC), adaptive ([Sridhar08], [Takagi15 §3.2])",
+		Header: []string{
+			fmt.Sprintf("Every rank wrote 8 bytes to every other rank once (all-to-all); adaptive: DC to all and h = %d RC connections per rank", o.MaxRC),
+			"median/max: bytes over the ranks from the objects' accounting (queue pairs with engine state and work-queue entries, connection and channel records, DC peer records, address handles, CQs)",
+			"heap: the Go heap the job's communication objects added, per rank (runtime.ReadMemStats after GC; the fabric's devices opened before)",
+			fmt.Sprintf("measured 1: the job was built whole; 0: extrapolated from the largest job built (%d ranks or fewer) per peer (RC connection or DC record)", o.FullRanks)},
+		Columns: []string{"RC median (KiB)", "RC max (KiB)", "DC median (KiB)", "DC max (KiB)",
+			"adaptive median (KiB)", "adaptive max (KiB)", "RC heap (KiB)", "DC heap (KiB)", "adaptive heap (KiB)", "measured"}}
+	costs := &Result{Name: ScaleMemory + "-per-peer", KeyLabel: "Ranks", Ranks: table.Ranks, Transport: table.Transport,
+		Title: "# goarmci memory a peer adds to a rank, per job built ([Sridhar08]: memory per connection)",
+		Header: []string{"RC connection: queue pair, engine state, connection and channel records; DC record: peer record of the DC queue pair and the address handle",
+			"new DC record: what the engine accounts for a new peer record (ibv.QP.DCPeerBytes: record, table entry, first work-queue entries)"},
+		Columns: []string{"RC connection (B)", "RC connection heap (B)", "DC record (B)", "DC record heap (B)",
+			"new DC record (B)", "adaptive RC connections", "DC records per rank"}}
+	var last map[string]memorySample
+	lastN := 0
+	for _, n := range ranks {
+		start := time.Now()
+		row := Row{Size: n}
+		if n <= o.FullRanks {
+			last = map[string]memorySample{}
+			for _, kind := range memoryKinds {
+				s, err := memoryJob(ctx, kind, n, min(o.MaxRC, n-1))
+				if err != nil {
+					return nil, fmt.Errorf("bench: memory simulation, %s, %d ranks: %w", kind, n, err)
+				}
+				last[kind] = s
+			}
+			lastN = n
+			rc, dc, ad := last[MemoryRC], last[MemoryDC], last[MemoryAdaptive]
+			row.Values = []float64{rc.median, rc.max, dc.median, dc.max, ad.median, ad.max, rc.heap, dc.heap, ad.heap, 1}
+			costs.Rows = append(costs.Rows, Row{Size: n, Values: []float64{rc.perPeer, rc.heapPerPeer,
+				dc.perPeer, dc.heapPerPeer, float64(dc.newRecord), float64(ad.rcConns), float64(dc.dcPeers)}})
+		} else {
+			more := float64(n - lastN)
+			rc, dc, ad := last[MemoryRC], last[MemoryDC], last[MemoryAdaptive]
+			row.Values = []float64{rc.median + more*rc.perPeer, rc.max + more*rc.perPeer,
+				dc.median + more*dc.perPeer, dc.max + more*dc.perPeer,
+				ad.median + more*dc.perPeer, ad.max + more*dc.perPeer,
+				rc.heap + more*rc.heapPerPeer, dc.heap + more*dc.heapPerPeer, ad.heap + more*dc.heapPerPeer, 0}
+		}
+		for i := range 9 {
+			row.Values[i] /= 1024
+		}
+		table.Rows = append(table.Rows, row)
+		if o.Progress != nil {
+			o.Progress(n, time.Since(start))
+		}
+	}
+	return []*Result{table, costs}, nil
+}
+
+// memoryRank is one rank's objects in a memory job.
+type memoryRank struct {
+	dev   *ibv.Context
+	port  ibv.PortAttr
+	ep    *hybridft.Endpoint
+	net   *multirail.Network
+	buf   []byte  // the window's memory
+	win   *ibv.MR // 8 bytes per origin rank
+	conns map[int]*hybridft.Conn
+	chans map[int]*multirail.Channel
+	dc    *ibv.QP // nil for RC-only
+	dcCQ  *ibv.CQ
+	ahs   map[int]*ibv.AH
+}
+
+// Accounted sizes of the records that have no accounting of their own.
+var (
+	channelBytes = ibv.SizeOf[multirail.Channel]()
+	ahBytes      = ibv.SizeOf[ibv.AH]()
+)
+
+// footprint is the bytes the rank's communication objects hold now.
+func (r *memoryRank) footprint() int64 {
+	n := r.ep.CQ.MemoryFootprint()
+	for _, c := range r.conns {
+		n += c.MemoryFootprint() + channelBytes
+	}
+	if r.dc != nil {
+		n += r.dcCQ.MemoryFootprint() + r.dc.MemoryFootprint() + int64(len(r.ahs))*ahBytes
+	}
+	return n
+}
+
+// memoryCQE is the size of the ranks' completion queues (rma's; their rings grow with the
+// completions waiting, so the size bounds them only).
+const memoryCQE = 1 << 16
+
+// liveHeap is the Go heap in use after two collections (the first runs the finalizers of what
+// earlier work left, the second frees what they released).
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// rcPairs are the pairs of ranks connected by RC in a job of n ranks where each rank holds h
+// connections (h ≤ n−1): the circulant graph of distances 1..h/2, and n/2 when h is odd and n
+// even (h odd and n odd: h−1 each).
+func rcPairs(n, h int) [][2]int {
+	var out [][2]int
+	for k := 1; k <= h/2; k++ {
+		for r := range n {
+			out = append(out, [2]int{r, (r + k) % n})
+		}
+	}
+	if h%2 == 1 && n%2 == 0 {
+		for r := range n / 2 {
+			out = append(out, [2]int{r, r + n/2})
+		}
+	}
+	return out
+}
+
+// memoryJob builds one job of n ranks in configuration kind (h RC connections per rank for
+// adaptive), runs the all-to-all and measures it.
+func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err error) {
+	f, err := fabric.New(fabric.Config{Name: "mem", Nodes: n})
+	if err != nil {
+		return s, err
+	}
+	ranks := make([]*memoryRank, n)
+	defer func() {
+		for _, r := range ranks {
+			if r != nil {
+				err = errors.Join(err, r.dev.Close())
+			}
+		}
+		err = errors.Join(err, f.Close())
+	}()
+	for i := range ranks {
+		dev, err := f.Open(i)
+		if err != nil {
+			return s, err
+		}
+		// the windows are the job's data, allocated before the heap is read
+		ranks[i] = &memoryRank{dev: dev, conns: map[int]*hybridft.Conn{}, chans: map[int]*multirail.Channel{},
+			ahs: map[int]*ibv.AH{}, buf: make([]byte, 8*n)}
+	}
+	heap0 := liveHeap()
+	for _, r := range ranks {
+		if err := r.open(kind != MemoryRC); err != nil {
+			return s, err
+		}
+	}
+	base := make([]int64, n)
+	for i, r := range ranks {
+		base[i] = r.footprint()
+	}
+	heap1 := liveHeap()
+	switch kind {
+	case MemoryRC:
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if err := connectRanks(ranks, i, j); err != nil {
+					return s, err
+				}
+			}
+		}
+	case MemoryAdaptive:
+		for _, p := range rcPairs(n, h) {
+			if err := connectRanks(ranks, p[0], p[1]); err != nil {
+				return s, err
+			}
+		}
+	}
+	if err := allToAll(ctx, ranks); err != nil {
+		return s, err
+	}
+	heap2 := liveHeap()
+	if err := checkAllToAll(ranks, kind); err != nil {
+		return s, err
+	}
+	bytes, perPeer := make([]float64, n), make([]float64, n)
+	s.dcPeers = n
+	for i, r := range ranks {
+		fp := r.footprint()
+		bytes[i] = float64(fp)
+		perPeer[i] = float64(fp-base[i]) / float64(n-1)
+		s.rcConns = max(s.rcConns, len(r.conns))
+		if r.dc != nil {
+			s.dcPeers = min(s.dcPeers, r.dc.DCPeers())
+			s.newRecord = r.dc.DCPeerBytes()
+		} else {
+			s.dcPeers = 0
+		}
+	}
+	s.median, s.max, s.perPeer = Median(bytes), slices.Max(bytes), Median(perPeer)
+	s.heap = float64(heap2-heap0) / float64(n)
+	s.heapPerPeer = float64(heap2-heap1) / float64(n) / float64(n-1)
+	return s, nil
+}
+
+// open creates the rank's endpoint (PD, CQ), channel network, window and, with dc, its DC queue
+// pair and that queue pair's CQ, in RTS.
+func (r *memoryRank) open(dc bool) error {
+	var err error
+	if r.port, err = r.dev.QueryPort(1); err != nil {
+		return err
+	}
+	if r.ep, err = hybridft.NewEndpoint(r.dev, 1, memoryCQE); err != nil {
+		return err
+	}
+	r.net = multirail.NewNetwork(r.ep)
+	if r.win, err = r.ep.PD.RegMR(r.buf, ibv.AccessAll); err != nil {
+		return err
+	}
+	if !dc {
+		return nil
+	}
+	if r.dcCQ, err = r.dev.CreateCQ(memoryCQE); err != nil {
+		return err
+	}
+	if r.dc, err = r.ep.PD.CreateQP(ibv.QPInitAttr{Type: ibv.DC, SendCQ: r.dcCQ, RecvCQ: r.dcCQ}); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		attr *ibv.QPAttr
+		mask ibv.AttrMask
+	}{
+		{&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState | ibv.AttrPort | ibv.AttrAccessFlags},
+		{&ibv.QPAttr{State: ibv.StateRTR}, ibv.AttrState},
+		{&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState},
+	} {
+		if err := r.dc.Modify(m.attr, m.mask); err != nil {
+			return fmt.Errorf("DC queue pair: %w", err)
+		}
+	}
+	return nil
+}
+
+// connectRanks connects ranks i and j by one RC connection and a channel over it at each end.
+func connectRanks(ranks []*memoryRank, i, j int) error {
+	a, b := ranks[i], ranks[j]
+	ca, err := a.ep.NewConn()
+	if err != nil {
+		return err
+	}
+	cb, err := b.ep.NewConn()
+	if err != nil {
+		return errors.Join(err, ca.Close())
+	}
+	if err := errors.Join(ca.Connect(cb.Local()), cb.Connect(ca.Local())); err != nil {
+		return fmt.Errorf("ranks %d and %d: %w", i, j, errors.Join(err, ca.Close(), cb.Close()))
+	}
+	cha, err := a.net.NewChannel(ca)
+	if err != nil {
+		return err
+	}
+	chb, err := b.net.NewChannel(cb)
+	if err != nil {
+		return err
+	}
+	a.conns[j], a.chans[j], b.conns[i], b.chans[i] = ca, cha, cb, chb
+	return nil
+}
+
+// memoryWait bounds the wait for one write's completion.
+const memoryWait = 30 * time.Second
+
+// allToAll has every rank write 8 bytes (its rank + 1) into its slot of every other rank's
+// window, one write at a time: over the DC queue pair to every peer when the rank has one, and
+// over the channel to every peer it is connected to.
+func allToAll(ctx context.Context, ranks []*memoryRank) error {
+	for i, r := range ranks {
+		val := make([]byte, 8)
+		val[0], val[1] = byte(i+1), byte((i+1)>>8)
+		for j, t := range ranks {
+			if i == j {
+				continue
+			}
+			raddr := t.win.Addr + uint64(8*i)
+			if ch := r.chans[j]; ch != nil {
+				if err := r.writeRC(ctx, ch, val, raddr, t.win.RKey); err != nil {
+					return fmt.Errorf("rank %d to rank %d over RC: %w", i, j, err)
+				}
+			}
+			if r.dc != nil {
+				if err := r.writeDC(ctx, t, j, val, raddr); err != nil {
+					return fmt.Errorf("rank %d to rank %d over DC: %w", i, j, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *memoryRank) writeRC(ctx context.Context, ch *multirail.Channel, val []byte, raddr uint64, rkey uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, memoryWait)
+	defer cancel()
+	req := r.net.NewRequest(nil)
+	err := ch.Write(ctx, req, val, raddr, rkey)
+	r.net.Issued(req)
+	if err == nil {
+		err = r.net.Wait(ctx, req)
+	}
+	r.net.Release(req)
+	return err
+}
+
+// writeDC writes val at raddr of rank j (t) over the DC queue pair, creating the address handle
+// of j's port at first contact, and waits for the completion.
+func (r *memoryRank) writeDC(ctx context.Context, t *memoryRank, j int, val []byte, raddr uint64) error {
+	ah := r.ahs[j]
+	if ah == nil {
+		var err error
+		if ah, err = r.ep.PD.CreateAH(ibv.AHAttr{Addr: t.port.Addr, DLID: t.port.LID, PortNum: 1}); err != nil {
+			return err
+		}
+		r.ahs[j] = ah
+	}
+	if err := r.dc.PostSend(&ibv.SendWR{ID: uint64(j), Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: val,
+		AH: ah, RemoteQPN: t.dc.Num(), RemoteAddr: raddr, RKey: t.win.RKey}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, memoryWait)
+	defer cancel()
+	var wc [1]ibv.WC
+	for r.dcCQ.Poll(wc[:]) == 0 {
+		if err := r.dcCQ.Wait(ctx); err != nil {
+			return fmt.Errorf("no completion: %w", err)
+		}
+	}
+	if wc[0].Status != ibv.WCSuccess {
+		return &ibv.WCError{Status: wc[0].Status}
+	}
+	return nil
+}
+
+// checkAllToAll checks that every write landed and, but for RC-only, that every rank's DC queue
+// pair holds a record per peer.
+func checkAllToAll(ranks []*memoryRank, kind string) error {
+	n := len(ranks)
+	for j, t := range ranks {
+		buf := t.win.Buf()
+		for i := range n {
+			got := int(buf[8*i]) | int(buf[8*i+1])<<8
+			if want := i + 1; i != j && got != want {
+				return fmt.Errorf("rank %d's slot of rank %d holds %d, want %d", j, i, got, want)
+			}
+		}
+		if kind != MemoryRC && t.dc.DCPeers() != n-1 {
+			return fmt.Errorf("rank %d's DC queue pair holds %d peer records, want %d", j, t.dc.DCPeers(), n-1)
+		}
+	}
+	return nil
+}
