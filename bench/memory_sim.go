@@ -11,6 +11,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/ibv/provider/tcp"
 	"github.com/goarmci/goarmci/multirail"
 	"github.com/goarmci/goarmci/rma/transport"
 )
@@ -121,14 +122,16 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 		Header: []string{
 			fmt.Sprintf("Every rank wrote 8 bytes to every other rank once (all-to-all); adaptive: DC to all and h = %d RC connections per rank", o.MaxRC),
 			"median/max: bytes over the ranks from the objects' accounting (queue pairs with engine state and work-queue entries, connection and channel records, DC peer records, address handles, CQs)",
-			"heap: the Go heap the job's communication objects added, per rank (runtime.ReadMemStats after GC; the fabric's devices opened before)",
+			"heap: the Go heap the job's communication objects added, per rank (runtime.ReadMemStats after collections; the fabric's devices opened before)",
 			fmt.Sprintf("measured 1: the job was built whole; 0: extrapolated from the largest job built (%d ranks or fewer) per peer (RC connection or DC record)", o.FullRanks)},
 		Columns: []string{"RC median (KiB)", "RC max (KiB)", "DC median (KiB)", "DC max (KiB)",
 			"adaptive median (KiB)", "adaptive max (KiB)", "RC heap (KiB)", "DC heap (KiB)", "adaptive heap (KiB)", "measured"}}
 	costs := &Result{Name: ScaleMemory + "-per-peer", KeyLabel: "Ranks", Ranks: table.Ranks, Transport: table.Transport,
 		Title: "# goarmci memory a peer adds to a rank, per job built ([Sridhar08]: memory per connection)",
 		Header: []string{"RC connection: queue pair, engine state, connection and channel records; DC record: peer record of the DC queue pair and the address handle",
-			"new DC record: what the engine accounts for a new peer record (ibv.QP.DCPeerBytes: record, table entry, first work-queue entries)"},
+			"new DC record: what the engine accounts for a new peer record (ibv.QP.DCPeerBytes: record, table entry, first work-queue entries)",
+			fmt.Sprintf("Not here: over the tcp provider a rank also holds a stream per peer node and path, %d B each (tcp.StreamBytes), for RC and DC alike (the streams carry both)",
+				tcp.StreamBytes())},
 		Columns: []string{"RC connection (B)", "RC connection heap (B)", "DC record (B)", "DC record heap (B)",
 			"new DC record (B)", "adaptive RC connections", "DC records per rank"}}
 	var last map[string]memorySample
