@@ -101,7 +101,7 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 		o.FullRanks = defaultFullRanks
 	}
 	if o.MaxRC < 0 || o.MaxRC > transport.MaxRCLimit {
-		return nil, fmt.Errorf("%w: memory simulation: maxrc %d (1..%d)", ErrOptions, o.MaxRC, transport.MaxRCLimit)
+		return nil, fmt.Errorf("%w: memory simulation: maxrc %d (0..%d, 0: the default)", ErrOptions, o.MaxRC, transport.MaxRCLimit)
 	}
 	if o.FullRanks < 2 || o.FullRanks > maxMemoryFullRanks {
 		return nil, fmt.Errorf("%w: memory simulation: full jobs up to %d ranks (2..%d)", ErrOptions, o.FullRanks, maxMemoryFullRanks)
@@ -161,7 +161,7 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 				ad.median + more*dc.perPeer, ad.max + more*dc.perPeer,
 				rc.heap + more*rc.heapPerPeer, dc.heap + more*dc.heapPerPeer, ad.heap + more*dc.heapPerPeer, 0}
 		}
-		for i := range 9 {
+		for i := range row.Values[:len(row.Values)-1] { // bytes to KiB, but the measured flag
 			row.Values[i] /= 1024
 		}
 		table.Rows = append(table.Rows, row)
