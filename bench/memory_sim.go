@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/goarmci/goarmci/hybridft"
@@ -13,6 +16,8 @@ import (
 	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/ibv/provider/tcp"
 	"github.com/goarmci/goarmci/multirail"
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
 	"github.com/goarmci/goarmci/rma/transport"
 )
 
@@ -41,9 +46,11 @@ var memoryKinds = []string{MemoryRC, MemoryDC, MemoryAdaptive}
 
 // Bounds of MemoryOptions.
 const (
-	maxMemoryRanks     = 1 << 16 // extrapolated rows
-	maxMemoryFullRanks = 1024    // jobs built whole (an RC job holds N(N-1) queue pairs)
-	defaultFullRanks   = 256
+	maxMemoryRanks      = 1 << 16 // extrapolated rows
+	maxMemoryFullRanks  = 1024    // jobs built whole (an RC job holds N(N-1) queue pairs)
+	defaultFullRanks    = 256
+	defaultRuntimeRanks = 64
+	maxRuntimeRanks     = 256
 )
 
 // MemoryOptions configures MemorySim.
@@ -56,6 +63,9 @@ type MemoryOptions struct {
 	// FullRanks is the largest job built whole (default 256, at most 1024); the rows of larger
 	// jobs are extrapolated from the largest job built, per peer (see MemorySim).
 	FullRanks int
+	// RuntimeRanks is the largest job of Ranks also run as an rma job, every rank's
+	// Runtime.Memory read after the all-to-all (default 64, at most 256; negative: none).
+	RuntimeRanks int
 	// Progress, when set, is called after every job size with its wall time.
 	Progress func(ranks int, wall time.Duration)
 }
@@ -100,6 +110,12 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 	if o.FullRanks == 0 {
 		o.FullRanks = defaultFullRanks
 	}
+	if o.RuntimeRanks == 0 {
+		o.RuntimeRanks = defaultRuntimeRanks
+	}
+	if o.RuntimeRanks > maxRuntimeRanks {
+		return nil, fmt.Errorf("%w: memory simulation: rma jobs up to %d ranks (at most %d)", ErrOptions, o.RuntimeRanks, maxRuntimeRanks)
+	}
 	if o.MaxRC < 0 || o.MaxRC > transport.MaxRCLimit {
 		return nil, fmt.Errorf("%w: memory simulation: maxrc %d (0..%d, 0: the default)", ErrOptions, o.MaxRC, transport.MaxRCLimit)
 	}
@@ -134,6 +150,13 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 				tcp.StreamBytes())},
 		Columns: []string{"RC connection (B)", "RC connection heap (B)", "DC record (B)", "DC record heap (B)",
 			"new DC record (B)", "adaptive RC connections", "DC records per rank"}}
+	rmaTable := &Result{Name: ScaleMemory + "-rma", KeyLabel: "Ranks", Transport: table.Transport,
+		Title: "# goarmci communication memory per rank of an rma job (Runtime.Memory) after an all-to-all of 8-byte puts",
+		Header: []string{"The objects' accounting without the registered segments (the job's data): connections by kind, CQs, the connection manager",
+			"per peer: the bytes of the per-peer objects (MemoryStats.Peers) over N-1"}}
+	for _, t := range runtimeTransports {
+		rmaTable.Columns = append(rmaTable.Columns, t+" median (KiB)", t+" max (KiB)", t+" per peer (B)")
+	}
 	var last map[string]memorySample
 	lastN := 0
 	for _, n := range ranks {
@@ -165,11 +188,28 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 			row.Values[i] /= 1024
 		}
 		table.Rows = append(table.Rows, row)
+		if n <= o.RuntimeRanks {
+			rrow := Row{Size: n}
+			for _, t := range runtimeTransports {
+				rs, err := runtimeMemoryJob(ctx, t, n)
+				if err != nil {
+					return nil, fmt.Errorf("bench: memory simulation, rma job, %s, %d ranks: %w", t, n, err)
+				}
+				rrow.Values = append(rrow.Values, rs.median/1024, rs.max/1024, rs.perPeer)
+				rmaTable.Header = append(rmaTable.Header, fmt.Sprintf("%d ranks, %s, rank 0: %s", n, t, rs.kinds))
+			}
+			rmaTable.Rows = append(rmaTable.Rows, rrow)
+			rmaTable.Ranks = n
+		}
 		if o.Progress != nil {
 			o.Progress(n, time.Since(start))
 		}
 	}
-	return []*Result{table, costs}, nil
+	out := []*Result{table, costs}
+	if len(rmaTable.Rows) > 0 {
+		out = append(out, rmaTable)
+	}
+	return out, nil
 }
 
 // memoryRank is one rank's objects in a memory job.
@@ -469,4 +509,69 @@ func checkAllToAll(ranks []*memoryRank, kind string) error {
 		}
 	}
 	return nil
+}
+
+// runtimeTransports are the ways an rma job reaches its network peers that MemorySim runs.
+var runtimeTransports = []string{MemoryRC}
+
+// runtimeSample is what one rma job measured.
+type runtimeSample struct {
+	median, max float64 // bytes per rank
+	perPeer     float64 // bytes of the per-peer objects over N-1 (median over ranks)
+	kinds       string  // rank 0's kinds
+}
+
+// runtimeMemoryJob runs an rma job of n ranks on the fabric (one node each) reaching its network
+// peers by kind (MemoryRC): every rank puts 8 bytes into every other rank's segment, a barrier, and
+// every rank's Runtime.Memory without the registered segments.
+func runtimeMemoryJob(ctx context.Context, kind string, n int) (runtimeSample, error) {
+	var mu sync.Mutex
+	total, perPeer := make([]float64, n), make([]float64, n)
+	var kinds []string
+	job := rmatest.FabricJob{}
+	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
+		seg, err := rt.Malloc(ctx, 8*n)
+		if err != nil {
+			return err
+		}
+		val := make([]byte, 8)
+		val[0], val[1] = byte(rt.Rank()+1), byte((rt.Rank()+1)>>8)
+		for p := range n {
+			if p != rt.Rank() {
+				if err := rt.Put(ctx, val, seg, p, 8*rt.Rank()); err != nil {
+					return err
+				}
+			}
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		for p := range n {
+			got := seg.Local()[8*p : 8*p+2]
+			if want := []byte{byte(p + 1), byte((p + 1) >> 8)}; p != rt.Rank() && !bytes.Equal(got, want) {
+				return fmt.Errorf("rank %d's slot of rank %d holds %v, want %v", rt.Rank(), p, got, want)
+			}
+		}
+		ms := rt.Memory()
+		var peers int64
+		for _, pm := range ms.Peers {
+			peers += pm.Bytes
+		}
+		comm := ms.Total
+		for _, k := range ms.Kinds {
+			if k.Kind == rma.MemRegistered {
+				comm -= k.Bytes
+			} else if rt.Rank() == 0 {
+				kinds = append(kinds, fmt.Sprintf("%s %d x %d B", k.Kind, k.Count, k.Bytes/int64(max(k.Count, 1))))
+			}
+		}
+		mu.Lock()
+		total[rt.Rank()], perPeer[rt.Rank()] = float64(comm), float64(peers)/float64(n-1)
+		mu.Unlock()
+		return rt.Barrier(ctx)
+	})
+	if err != nil {
+		return runtimeSample{}, err
+	}
+	return runtimeSample{median: Median(total), max: slices.Max(total), perPeer: Median(perPeer), kinds: strings.Join(kinds, ", ")}, nil
 }

@@ -12,14 +12,15 @@ import (
 // peer adds are the same in both jobs (an RC connection, a DC record: constant per peer), a DC
 // record is the engine's new-record figure plus an address handle, DC-only grows by a record
 // per peer and stays well below RC-only, adaptive is DC-only plus h RC connections, and the
-// extrapolated row is the largest job's plus a peer's cost per further peer. The job's own
-// checks ran too: every write landed, every DC queue pair holds N−1 records.
+// extrapolated row is the largest job's plus a peer's cost per further peer; an rma job of 16
+// ranks holds the same per rank but the channel records. The jobs' own checks ran too: every
+// write landed, every DC queue pair holds N−1 records.
 func TestMemorySim(t *testing.T) {
 	const h = 4
-	res, err := MemorySim(context.Background(), MemoryOptions{Ranks: []int{64, 16, 128}, MaxRC: h, FullRanks: 64})
+	res, err := MemorySim(context.Background(), MemoryOptions{Ranks: []int{64, 16, 128}, MaxRC: h, FullRanks: 64, RuntimeRanks: 16})
 	require.NoError(t, err)
-	require.Len(t, res, 2)
-	table, costs := res[0], res[1]
+	require.Len(t, res, 3)
+	table, costs, rmaJobs := res[0], res[1], res[2]
 	require.Len(t, table.Rows, 3)
 	require.Len(t, costs.Rows, 2, "one row per job built")
 	col := func(r *Result, name string) int {
@@ -63,6 +64,13 @@ func TestMemorySim(t *testing.T) {
 	assert.Positive(t, val(table, 1, "DC heap (KiB)"))
 	assert.InDelta(t, kib(1, "RC median (KiB)")+64*rcConn, kib(2, "RC median (KiB)"), 1e-6, "128 ranks extrapolated per peer")
 	assert.InDelta(t, kib(1, "adaptive max (KiB)")+64*dcRec, kib(2, "adaptive max (KiB)"), 1e-6)
+
+	// the rma job of 16 ranks holds the same connections, without the channel records
+	require.Len(t, rmaJobs.Rows, 1)
+	assert.Equal(t, 16, rmaJobs.Rows[0].Size)
+	assert.Equal(t, rcConn-float64(channelBytes), val(rmaJobs, 0, "rc per peer (B)"))
+	assert.InDelta(t, kib(0, "RC median (KiB)")-15*float64(channelBytes), val(rmaJobs, 0, "rc median (KiB)")*1024, 1e-6,
+		"rma's rank: the same connections and completion queue")
 }
 
 // The RC pairs of the adaptive configuration give every rank h connections (h−1 when h and the
@@ -95,6 +103,7 @@ func TestMemorySimOptions(t *testing.T) {
 		{Ranks: []int{4}, FullRanks: 1},
 		{Ranks: []int{4}, FullRanks: 4096},
 		{Ranks: []int{300, 512}},
+		{Ranks: []int{4}, RuntimeRanks: 512},
 	} {
 		_, err := MemorySim(context.Background(), o)
 		assert.ErrorIs(t, err, ErrOptions, "%+v", o)

@@ -61,7 +61,7 @@ Flags:
 type scaleFlags struct {
 	np, alg, qps, format, out string
 	iters, warmup             int
-	maxRC, full               int
+	maxRC, full, rmaRanks     int
 	latency, cost, poll       time.Duration
 	gbps                      float64
 	verbose                   bool
@@ -83,6 +83,7 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.IntVar(&f.maxRC, "maxrc", 0, fmt.Sprintf("memory: h, RC connections per rank of the adaptive configuration (0: GOARMCI_MAX_RC's default, %d)",
 		transport.DefaultConfig().MaxRC))
 	fs.IntVar(&f.full, "full", 0, "memory: largest job built whole, larger ones extrapolated (default 256, at most 1024)")
+	fs.IntVar(&f.rmaRanks, "rma", 0, "memory: largest job also run as an rma job (Runtime.Memory; default 64, at most 256, -1: none)")
 	fs.StringVar(&f.alg, "alg", "", "barrier: algorithms (comma list of dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; default all)")
 	fs.StringVar(&f.qps, "qps", "16,64,256,1024,2048", "apm: numbers of queue pairs (comma list)")
 	fs.IntVar(&f.iters, "iters", 0, "timed iterations (barrier: barriers per algorithm, default 10; apm: puts per migration round, default 20)")
@@ -166,7 +167,8 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 		case bench.ScaleQPSetup:
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
 		case bench.ScaleMemory:
-			res, err = bench.MemorySim(ctx, bench.MemoryOptions{Ranks: ranks, MaxRC: f.maxRC, FullRanks: f.full, Progress: progress})
+			res, err = bench.MemorySim(ctx, bench.MemoryOptions{Ranks: ranks, MaxRC: f.maxRC, FullRanks: f.full,
+				RuntimeRanks: f.rmaRanks, Progress: progress})
 		default:
 			qps, qerr := intList("qps", f.qps)
 			if qerr != nil {

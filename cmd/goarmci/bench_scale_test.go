@@ -40,13 +40,14 @@ func TestBenchScaleSims(t *testing.T) {
 	code, out, errOut = runCLI(t, "bench", "qp-setup", "-sim", "-np", "2,5")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^5 +4\.00 +[0-9.]+ +4\.00 `, out, "5 ranks connected on demand by barriers: every peer")
-	code, out, errOut = runCLI(t, "bench", "memory", "-sim", "-ranks", "4,8", "-full", "4", "-maxrc", "2", "-format", "csv")
+	code, out, errOut = runCLI(t, "bench", "memory", "-sim", "-ranks", "4,8", "-full", "4", "-maxrc", "2", "-rma", "4", "-format", "csv")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){9}1\.0+$`, out, "4 ranks built whole")
 	assert.Regexp(t, `(?m)^8,(-?[0-9.]+,){9}0\.0+$`, out, "8 ranks extrapolated")
 	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){5}2\.0+,3\.0+$`, out, "per peer: 2 RC connections and 3 DC records per rank")
+	assert.Contains(t, out, "ranks,rc median (KiB),rc max (KiB),rc per peer (B)\n4,", "the rma job of 4 ranks")
 	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"},
-		{"memory", "-ranks", "1"}, {"memory", "-maxrc", "-1"}, {"memory", "-full", "5000"}} {
+		{"memory", "-ranks", "1"}, {"memory", "-maxrc", "-1"}, {"memory", "-full", "5000"}, {"memory", "-rma", "300"}} {
 		code, _, errOut := runCLI(t, append([]string{"bench", "-sim"}, args...)...)
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 	}
