@@ -137,6 +137,9 @@ type Conn struct {
 	ep    *Endpoint
 	qp    *ibv.QP
 	local ConnInfo
+	// a view of a shared DC queue pair (dcconn.go): the destination every work request gets
+	dcAH  *ibv.AH
+	dcQPN uint32
 
 	// fault tolerance (nil ft: pass-through)
 	ft  *devState
@@ -357,6 +360,9 @@ func (c *Conn) ConnectWith(r ConnInfo, o ConnectOptions) error {
 // the connection was given up.
 func (c *Conn) Post(wr *ibv.SendWR) error {
 	if c.ft == nil {
+		if c.dcAH != nil {
+			wr.AH, wr.RemoteQPN = c.dcAH, c.dcQPN
+		}
 		return c.qp.PostSend(wr)
 	}
 	c.mu.Lock()
@@ -391,8 +397,12 @@ func (c *Conn) postEntry(e *entry, wr *ibv.SendWR) error {
 	return nil
 }
 
-// Close destroys the queue pair and forgets the connection.
+// Close destroys the queue pair and forgets the connection (a DC view only forgets: the DC
+// queue pair is shared).
 func (c *Conn) Close() error {
+	if c.dcAH != nil {
+		return nil
+	}
 	if c.ft != nil {
 		c.ft.remove(c)
 		c.m.unregister(c)
@@ -410,7 +420,13 @@ func (c *Conn) Close() error {
 // peer's process ended): Err returns err from now on, no recovery is attempted, requests waiting
 // for a re-issue complete failed at once, and the queue pair moves to ERROR so the ones posted
 // complete flushed (WR_FLUSH_ERR) instead of waiting for retries and the partition timeout.
+//
+// On a view of a shared DC queue pair (NewDCConn) it does nothing: the queue pair serves every
+// peer, and the dead peer's record fails its requests alone when its retries run out.
 func (c *Conn) Abort(err error) {
+	if c.dcAH != nil {
+		return
+	}
 	if c.ft != nil {
 		c.mu.Lock()
 		c.giveUpLocked(err)

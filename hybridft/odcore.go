@@ -1,20 +1,26 @@
 package hybridft
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/goarmci/goarmci/hybridft/udcm"
 )
 
-// odCore is the pure state machine of the on-demand connection setup ([Sridhar08]; the
-// CONN_REQ/REP/RTU/REJ exchange of OnDemand's type doc, after the InfiniBand CM of [IBA §12.6]),
-// in the style of etcd/raft's Step: events in, actions out. It starts no goroutine, reads no
-// clock (time is Step's argument), does no I/O, takes no lock and draws no random number (a
-// dial's nonce comes in its event); the driver (OnDemand) holds its lock around Step, executes
-// the actions in order and feeds the result of a queue pair action (odCreated, odConnected)
-// back before the actions that follow it.
+// odCore is the pure state machine of the on-demand connection setup and teardown ([Sridhar08];
+// the CONN_REQ/REP/RTU/REJ and CONN_DREQ/DREP exchanges of OnDemand's type doc, after the
+// InfiniBand CM of [IBA §12.6], with the admission at the target of [Takagi15 §3.4]), in the
+// style of etcd/raft's Step: events in, actions out. It starts no goroutine, reads no clock
+// (time is Step's argument), does no I/O, takes no lock and draws no random number (a dial's
+// nonce comes in its event); the driver (OnDemand) holds its lock around Step, executes the
+// actions in order and feeds the result of a queue pair action (odCreated, odConnected, and
+// odReleased without a release callback) back before the actions that follow it. The answers
+// of the consumer (odAdmit, odRelease) come back later as events (odAdmitted, odReleased): the
+// driver asks without its lock held.
 //
 // Timers: the core arms one resend deadline per pending peer (lastSend + resend, see Next);
 // the driver delivers odTick at least every resend/2, as the Manager's protocol goroutine does.
@@ -23,12 +29,33 @@ type odCore struct {
 	rails     int           // our rail count (endpoints)
 	addr      []byte        // our on-demand address (the payload's first part)
 	resend    time.Duration // Options.Resend
+	giveUp    time.Duration // Options.PartitionTimeout: a CONN_DREQ unanswered this long gives up (<= 0: see tick)
+	admission bool          // new peers' CONN_REQs are put to the consumer (odAdmit); else all are accepted
 
-	peers   map[uint32]*odPeer // every peer dialed or accepted
-	pending map[uint32]*odPeer // those not established yet (resend timers)
-	closed  bool
-	gen     uint64 // last odPeer.gen handed out
-	stats   OnDemandStats
+	peers     map[uint32]*odPeer  // every peer dialed, accepted, or being disconnected
+	pending   map[uint32]*odPeer  // those with a resend timer: not established yet, or our CONN_DREQ out
+	admitting map[uint32]uint32   // peer -> nonce of its CONN_REQ put to the consumer (odAdmit out)
+	recent    map[uint32]odRecent // the last answer given to each peer without keeping its state
+	ended     map[uint32]odRecent // the last attempt of each peer that ended here (failed, disconnected)
+	closed    bool
+	gen       uint64 // last odPeer.gen handed out
+	stats     OnDemandStats
+}
+
+// odRecent is what the core remembers of a peer past its state, for odIdleResends resend
+// periods (tick), so that the copies of a message (one per rail, each on its own path and
+// delay) and its resends still in flight meet the same answer:
+//
+//   - recent: an answer given without keeping state (typ): the CONN_REJ of a refused CONN_REQ,
+//     or a CONN_DREP. The messages it answered are not answered again within resend/2, and a
+//     refused attempt is not put to the consumer again.
+//   - ended: the attempt (nonce) of the peer's last connection or attempt that ended here
+//     (failed, disconnected): a late copy of its CONN_REQ would otherwise be taken for a new
+//     attempt, and replace a newer one accepted but not yet confirmed.
+type odRecent struct {
+	typ   udcm.Type
+	nonce uint32
+	at    time.Time
 }
 
 type odRole uint8
@@ -37,36 +64,44 @@ const (
 	odDialing   odRole = iota + 1 // our CONN_REQ is out (or our queue pairs are being created), INIT
 	odAccepting                   // their CONN_REQ accepted, our CONN_REP out, awaiting CONN_RTU
 	odDone                        // established
+	odClosing                     // our Disconnect: our CONN_DREQ is out, awaiting CONN_DREP
+	odReleasing                   // their CONN_DREQ: the consumer releases the connections, then our CONN_DREP
 )
 
 // odPeer is the core's state of one peer.
 type odPeer struct {
 	id       uint32
-	gen      uint64 // this entry's identity (a failed peer's next entry has another)
+	gen      uint64 // this entry's identity (a failed or disconnected peer's next entry has another)
 	role     odRole
 	dialer   bool   // established by our dial (else accepted)
-	nonce    uint32 // the dialer's attempt
+	nonce    uint32 // the dialer's attempt: the connection's identity at both ends
 	k        int    // our queue pairs of the attempt (one per rail)
 	to       []string
 	toQPN    uint32
-	msg      udcm.Msg // to resend: CONN_REQ (dialing), CONN_REP (accepting, accepted), CONN_RTU (dialed)
+	msg      udcm.Msg // to resend: CONN_REQ (dialing), CONN_REP (accepting, accepted), CONN_RTU (dialed), CONN_DREQ (closing)
 	sent     bool     // msg was sent once (it exists)
 	lastSend time.Time
 	resends  int
-	waiters  int
+	waiters  int       // Dials waiting (dialing, accepting)
+	leavers  int       // Disconnects waiting (closing)
+	since    time.Time // closing: when our first CONN_DREQ went out
 }
 
 // odEventKind says what happened.
 type odEventKind uint8
 
 const (
-	odDial      odEventKind = iota + 1 // a Dial of Peer waits (Addr, Nonce: a fresh odd nonce, used if a new attempt starts)
-	odUnwait                           // a Dial of Peer stopped waiting (Gen: the entry it waited on)
-	odMsg                              // Msg arrived
-	odTick                             // the resend timers' time: Now
-	odCreated                          // result of odCreate: Local are our queue pairs' ConnInfos, or Err
-	odConnected                        // result of odConnect: Err
-	odClose                            // the OnDemand closes
+	odDial       odEventKind = iota + 1 // a Dial of Peer waits (Addr, Nonce: a fresh odd nonce, used if a new attempt starts)
+	odUnwait                            // a Dial of Peer stopped waiting (Gen: the entry it waited on)
+	odMsg                               // Msg arrived
+	odTick                              // the resend timers' time: Now
+	odCreated                           // result of odCreate: Local are our queue pairs' ConnInfos, or Err
+	odConnected                         // result of odConnect: Err
+	odClose                             // the OnDemand closes
+	odAdmitted                          // result of odAdmit: Msg is the CONN_REQ put to the consumer, OK its answer
+	odDisconnect                        // a Disconnect of Peer waits
+	odLeave                             // a Disconnect of Peer stopped waiting (Gen: the entry it waited on)
+	odReleased                          // result of odRelease: the consumer is done with Peer's connections (Gen: the entry)
 )
 
 // odEvent is an input of odCore.Step.
@@ -75,8 +110,9 @@ type odEvent struct {
 	Peer  uint32
 	Addr  odAddr    // odDial
 	Nonce uint32    // odDial
-	Gen   uint64    // odUnwait
-	Msg   *udcm.Msg // odMsg (not retained: Payload is decoded, the header copied)
+	Gen   uint64    // odUnwait, odLeave, odReleased
+	Msg   *udcm.Msg // odMsg, odAdmitted (not retained: Payload is decoded, the header copied)
+	OK    bool      // odAdmitted
 	Local []ConnInfo
 	Err   error
 }
@@ -85,12 +121,16 @@ type odEvent struct {
 type odActionKind uint8
 
 const (
-	odSend        odActionKind = iota + 1 // send Msg to the CM at To/ToQPN
-	odCreate                              // create K queue pairs of Peer (rails 0..K-1), connect each to Remote[i] if Remote is set; answer odCreated
-	odConnect                             // connect Peer's queue pairs to Remote (one each, in order), close those past len(Remote); answer odConnected
-	odCloseQPs                            // close Peer's queue pairs
-	odEstablished                         // Peer is connected: run accept, wake its Dials (Waited: a Dial was waiting)
-	odFailed                              // Peer's attempt ended with Err: its Dials return Err, the peer is forgotten
+	odSend         odActionKind = iota + 1 // send Msg to the CM at To/ToQPN
+	odCreate                               // create K queue pairs of Peer (rails 0..K-1), connect each to Remote[i] if Remote is set; answer odCreated
+	odConnect                              // connect Peer's queue pairs to Remote (one each, in order), close those past len(Remote); answer odConnected
+	odCloseQPs                             // close Peer's queue pairs
+	odEstablished                          // Peer is connected: run accept, wake its Dials (Waited: a Dial was waiting)
+	odFailed                               // Peer's attempt ended with Err: its Dials return Err, the peer is forgotten
+	odAdmit                                // ask the consumer whether to accept Peer's CONN_REQ Msg (a copy); answer odAdmitted
+	odRelease                              // hand Peer's connections to the consumer to release; answer odReleased when it is done
+	odGone                                 // Peer is forgotten: disconnected (Err nil), or its disconnect ended with Err; wake its Disconnects
+	odNotConnected                         // a Disconnect of Peer finds no established connection to it
 )
 
 // odAction is an output of odCore.Step.
@@ -106,9 +146,10 @@ type odAction struct {
 	Err    error
 }
 
-func newODCore(self, job uint32, rails int, addr []byte, resend time.Duration) *odCore {
-	return &odCore{self: self, job: job, rails: rails, addr: addr, resend: resend,
-		peers: map[uint32]*odPeer{}, pending: map[uint32]*odPeer{}}
+func newODCore(self, job uint32, rails int, addr []byte, resend, giveUp time.Duration) *odCore {
+	return &odCore{self: self, job: job, rails: rails, addr: addr, resend: resend, giveUp: giveUp,
+		peers: map[uint32]*odPeer{}, pending: map[uint32]*odPeer{}, admitting: map[uint32]uint32{},
+		recent: map[uint32]odRecent{}, ended: map[uint32]odRecent{}}
 }
 
 // Next is the earliest resend deadline of a pending peer whose timer may fire (zero: none).
@@ -144,30 +185,51 @@ func (c *odCore) Step(ev odEvent, now time.Time) []odAction {
 	case odConnected:
 		out = c.connected(ev, now, out)
 	case odClose:
-		if c.closed {
-			break
+		out = c.close(out)
+	case odAdmitted:
+		out = c.admitted(ev, now, out)
+	case odDisconnect:
+		out = c.disconnect(ev.Peer, now, out)
+	case odLeave:
+		if p := c.peers[ev.Peer]; p != nil && p.gen == ev.Gen && p.leavers > 0 {
+			p.leavers--
 		}
-		c.closed = true
-		for _, p := range sortedPeers(c.pending) {
+	case odReleased:
+		if p := c.peers[ev.Peer]; p != nil && p.gen == ev.Gen && p.role == odReleasing {
+			out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
+			out = c.forget(p, now, nil, out)
+		}
+	}
+	return out
+}
+
+// close fails the attempts in progress with ErrClosed (closing their queue pairs) and ends the
+// disconnects in progress with ErrClosed (their connections are the consumer's); established
+// peers stay.
+func (c *odCore) close(out []odAction) []odAction {
+	if c.closed {
+		return out
+	}
+	c.closed = true
+	for _, p := range sortedPeers(c.peers) {
+		switch p.role {
+		case odDialing, odAccepting:
 			out = append(out, odAction{Kind: odCloseQPs, Peer: p.id}, odAction{Kind: odFailed, Peer: p.id, Err: ErrClosed})
 			delete(c.peers, p.id)
+		case odClosing, odReleasing:
+			out = append(out, odAction{Kind: odGone, Peer: p.id, Err: ErrClosed})
+			delete(c.peers, p.id)
 		}
-		clear(c.pending)
 	}
+	clear(c.pending)
+	clear(c.admitting)
 	return out
 }
 
 // sortedPeers lists ps by id (deterministic action order).
 func sortedPeers(ps map[uint32]*odPeer) []*odPeer {
-	l := make([]*odPeer, 0, len(ps))
-	for _, p := range ps {
-		l = append(l, p)
-	}
-	for i := 1; i < len(l); i++ {
-		for j := i; j > 0 && l[j].id < l[j-1].id; j-- {
-			l[j], l[j-1] = l[j-1], l[j]
-		}
-	}
+	l := slices.Collect(maps.Values(ps))
+	slices.SortFunc(l, func(x, y *odPeer) int { return cmp.Compare(x.id, y.id) })
 	return l
 }
 
@@ -191,6 +253,8 @@ func (c *odCore) dial(ev odEvent, now time.Time, out []odAction) []odAction {
 		out = append(out, odAction{Kind: odCreate, Peer: p.id, K: p.k})
 	case p.role == odDialing && p.waiters == 0 && p.sent:
 		out = c.send(p, now, out) // resume an attempt nobody waited for
+	case p.role == odClosing || p.role == odReleasing:
+		return out // the driver waits for the disconnect to end (odGone), then dials anew
 	}
 	p.waiters++
 	return out
@@ -216,7 +280,7 @@ func (c *odCore) created(ev odEvent, now time.Time, out []odAction) []odAction {
 			c.stats.Rejected++
 			out = c.reply(p, udcm.ConnREJ, udcm.RejResources, out)
 		}
-		return c.fail(p, fmt.Errorf("hybridft: %s %d: %w", what, p.id, err), out)
+		return c.fail(p, now, fmt.Errorf("hybridft: %s %d: %w", what, p.id, err), out)
 	}
 	t := udcm.ConnREQ
 	if p.role == odAccepting {
@@ -236,7 +300,7 @@ func (c *odCore) connected(ev odEvent, now time.Time, out []odAction) []odAction
 	if ev.Err != nil {
 		c.stats.Rejected++
 		out = c.reply(p, udcm.ConnREJ, udcm.RejMalformed, out)
-		return c.fail(p, fmt.Errorf("hybridft: dial %d: %w", p.id, ev.Err), out)
+		return c.fail(p, now, fmt.Errorf("hybridft: dial %d: %w", p.id, ev.Err), out)
 	}
 	p.role, p.dialer = odDone, true
 	delete(c.pending, p.id)
@@ -270,8 +334,20 @@ func (c *odCore) reply(p *odPeer, t udcm.Type, status uint8, out []odAction) []o
 		Msg: udcm.Msg{Type: t, Status: status, Src: uint64(c.self), Dst: uint64(p.id), Seq: c.job, Inc: p.nonce}})
 }
 
+// answered reports whether peer was given the stateless answer t for nonce less than resend/2
+// ago (then the message is a copy: not answered again); else it records that the answer goes
+// out now.
+func (c *odCore) answered(peer uint32, t udcm.Type, nonce uint32, now time.Time) bool {
+	if r, ok := c.recent[peer]; ok && r.typ == t && r.nonce == nonce && now.Sub(r.at) < c.resend/2 {
+		return true
+	}
+	c.recent[peer] = odRecent{typ: t, nonce: nonce, at: now}
+	return false
+}
+
 // fail ends p's attempt with err: its queue pairs are closed, the peer forgotten.
-func (c *odCore) fail(p *odPeer, err error, out []odAction) []odAction {
+func (c *odCore) fail(p *odPeer, now time.Time, err error, out []odAction) []odAction {
+	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
 	delete(c.peers, p.id)
 	delete(c.pending, p.id)
 	return append(out, odAction{Kind: odCloseQPs, Peer: p.id}, odAction{Kind: odFailed, Peer: p.id, Err: err})
@@ -281,11 +357,24 @@ func (c *odCore) tick(now time.Time, out []odAction) []odAction {
 	if c.closed {
 		return out
 	}
+	for _, m := range []map[uint32]odRecent{c.recent, c.ended} {
+		for id, r := range m {
+			if now.Sub(r.at) >= odIdleResends*c.resend {
+				delete(m, id)
+			}
+		}
+	}
 	for _, p := range sortedPeers(c.pending) {
+		if p.role == odClosing && (c.giveUp > 0 && now.Sub(p.since) >= c.giveUp ||
+			c.giveUp <= 0 && p.leavers == 0 && p.resends >= odIdleResends) {
+			out = c.forget(p, now, fmt.Errorf("hybridft: disconnect %d: %w: no CONN_DREP in %v", p.id, ErrPartition,
+				now.Sub(p.since)), out)
+			continue
+		}
 		if now.Sub(p.lastSend) < c.resend {
 			continue
 		}
-		if p.role == odDialing && p.waiters > 0 || p.role == odAccepting && (p.waiters > 0 || p.resends < odIdleResends) {
+		if p.role == odClosing || p.role == odDialing && p.waiters > 0 || p.role == odAccepting && (p.waiters > 0 || p.resends < odIdleResends) {
 			p.resends++
 			c.stats.Resent++
 			out = c.send(p, now, out)
@@ -310,7 +399,7 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 	peer := uint32(msg.Src)
 	switch msg.Type {
 	case udcm.ConnREQ:
-		return c.onREQ(peer, msg, now, out)
+		return c.onREQ(peer, msg, now, false, out)
 	case udcm.ConnREP:
 		return c.onREP(peer, msg, now, out)
 	case udcm.ConnRTU:
@@ -324,15 +413,24 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 	case udcm.ConnREJ:
 		if p := c.peers[peer]; p != nil && p.role != odDone && p.nonce == msg.Inc {
 			c.stats.Rejected++
-			return c.fail(p, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
+			return c.fail(p, now, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
 		}
 		c.stats.Ignored++
+	case udcm.ConnDREQ:
+		return c.onDREQ(peer, msg, now, out)
+	case udcm.ConnDREP:
+		if p := c.peers[peer]; p != nil && p.role == odClosing && p.nonce == msg.Inc {
+			return c.forget(p, now, nil, out)
+		}
+		c.stats.Ignored++ // a copy, or the answer to a DREQ of an earlier connection
 	}
 	return out
 }
 
 // onREQ is the passive side and the tie-break of simultaneous dials: the lower id's REQ wins.
-func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odAction) []odAction {
+// With admission, a CONN_REQ of a peer we hold nothing for is first put to the consumer
+// (odAdmit), unless admitted says it was (odAdmitted).
+func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, admitted bool, out []odAction) []odAction {
 	a, infos, err := unmarshalODPayload(msg.Payload)
 	if err != nil {
 		c.stats.Ignored++ // no address to answer to
@@ -342,10 +440,19 @@ func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odAction
 		c.stats.Rejected++
 		return c.reply(&odPeer{id: peer, nonce: msg.Inc, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejMalformed, out)
 	}
+	if e, ok := c.ended[peer]; ok && e.nonce == msg.Inc {
+		c.stats.Ignored++ // a late copy of an attempt that ended here
+		return out
+	}
 	p := c.peers[peer]
 	switch {
+	case p == nil && c.admission && !admitted:
+		return c.admit(peer, msg, a, now, out)
 	case p == nil:
 		p = c.newPeer(peer)
+	case p.role == odClosing || p.role == odReleasing:
+		c.stats.Ignored++ // a peer that forgot the connection being torn down: it resends after the disconnect
+		return out
 	case p.role == odDialing && c.self < peer:
 		return c.answer(p, now, false, out) // our REQ wins: make sure the peer has it (our Dial may be gone)
 	case p.role == odDialing:
@@ -395,4 +502,132 @@ func (c *odCore) onREP(peer uint32, msg *udcm.Msg, now time.Time, out []odAction
 	}
 	p.k = k
 	return append(out, odAction{Kind: odConnect, Peer: peer, Remote: infos[:k]})
+}
+
+// ---- admission ----
+
+// admit puts a CONN_REQ of a peer we hold nothing for to the consumer, once per attempt: a copy
+// or resend while it is asked is ignored, one of an attempt refused is refused again without
+// asking (its copies within resend/2 not even answered).
+func (c *odCore) admit(peer uint32, msg *udcm.Msg, a odAddr, now time.Time, out []odAction) []odAction {
+	if n, ok := c.admitting[peer]; ok && n == msg.Inc {
+		c.stats.Ignored++
+		return out
+	}
+	if r, ok := c.recent[peer]; ok && r.typ == udcm.ConnREJ && r.nonce == msg.Inc {
+		return c.refuse(peer, msg.Inc, a, now, out)
+	}
+	c.admitting[peer] = msg.Inc
+	m := *msg
+	m.Payload, m.Atomics = slices.Clone(msg.Payload), nil
+	return append(out, odAction{Kind: odAdmit, Peer: peer, Msg: m})
+}
+
+// admitted continues the CONN_REQ the consumer answered: accepted, or refused with a CONN_REJ
+// (RejRefused) that creates nothing. If we started a dial of that peer meanwhile, the REQ meets
+// it as any other (the tie-break of simultaneous dials).
+func (c *odCore) admitted(ev odEvent, now time.Time, out []odAction) []odAction {
+	msg := ev.Msg
+	if msg == nil || msg.Type != udcm.ConnREQ || !c.forUs(msg) {
+		return out
+	}
+	peer := uint32(msg.Src)
+	if n, ok := c.admitting[peer]; !ok || n != msg.Inc || c.closed {
+		return out // not asked (or no longer: closed)
+	}
+	delete(c.admitting, peer)
+	if !ev.OK && c.peers[peer] == nil {
+		c.stats.Refused++
+		a, _, err := unmarshalODPayload(msg.Payload)
+		if err != nil {
+			return out
+		}
+		return c.refuse(peer, msg.Inc, a, now, out)
+	}
+	return c.onREQ(peer, msg, now, true, out)
+}
+
+// refuse answers a refused attempt with a CONN_REJ (RejRefused), not its copies.
+func (c *odCore) refuse(peer, nonce uint32, a odAddr, now time.Time, out []odAction) []odAction {
+	if c.answered(peer, udcm.ConnREJ, nonce, now) {
+		return out
+	}
+	c.stats.Rejected++
+	return c.reply(&odPeer{id: peer, nonce: nonce, to: a.cm, toQPN: a.qpn}, udcm.ConnREJ, udcm.RejRefused, out)
+}
+
+// ---- disconnect (the IBA CM's DREQ/DREP) ----
+
+// disconnect starts or joins our Disconnect of peer. A connection whose CONN_DREQ from the peer
+// the consumer is releasing is torn down at once: the consumer has stopped using it too (that is
+// what calling Disconnect says), so the peer gets its CONN_DREP now.
+func (c *odCore) disconnect(peer uint32, now time.Time, out []odAction) []odAction {
+	p := c.peers[peer]
+	switch {
+	case c.closed || p == nil || p.role == odDialing || p.role == odAccepting:
+		return append(out, odAction{Kind: odNotConnected, Peer: peer})
+	case p.role == odReleasing:
+		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
+		return c.forget(p, now, nil, out)
+	case p.role == odDone:
+		p.role, p.since, p.resends, p.leavers = odClosing, now, 0, 0
+		p.msg = udcm.Msg{Type: udcm.ConnDREQ, Src: uint64(c.self), Dst: uint64(p.id), Seq: c.job, Inc: p.nonce, Payload: c.addr}
+		c.pending[peer] = p
+		out = c.send(p, now, out)
+	}
+	p.leavers++
+	return out
+}
+
+// onDREQ is the passive side of a disconnect. A CONN_DREQ names the connection by its attempt
+// nonce; one of a connection we no longer have (our CONN_DREP was lost) or never had is answered
+// at once and changes nothing. Crossing CONN_DREQs (both ends' Disconnect): each end answers the
+// other's and forgets the peer; both Disconnects return nil.
+func (c *odCore) onDREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odAction) []odAction {
+	a, err := unmarshalODAddr(msg.Payload)
+	if err != nil {
+		c.stats.Ignored++ // malformed
+		return out
+	}
+	p := c.peers[peer]
+	if p == nil || p.nonce != msg.Inc {
+		return c.drep(peer, msg.Inc, a.cm, a.qpn, now, out)
+	}
+	switch p.role {
+	case odDone:
+		p.role = odReleasing
+		return append(out, odAction{Kind: odRelease, Peer: peer})
+	case odClosing:
+		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
+		return c.forget(p, now, nil, out)
+	case odAccepting:
+		// the dialer got our REP and disconnects before its RTU reached us: our consumer never
+		// had these queue pairs
+		out = c.drep(p.id, p.nonce, p.to, p.toQPN, now, out)
+		return c.fail(p, now, fmt.Errorf("hybridft: accept from %d: %w: the peer disconnected before confirming", peer,
+			ErrNotConnected), out)
+	}
+	c.stats.Ignored++ // releasing: a copy or a resend, answered when the consumer is done
+	return out
+}
+
+// drep sends a CONN_DREP for the connection of attempt nonce, not to the copies of its DREQ.
+func (c *odCore) drep(peer, nonce uint32, to []string, qpn uint32, now time.Time, out []odAction) []odAction {
+	if c.answered(peer, udcm.ConnDREP, nonce, now) {
+		return out
+	}
+	return append(out, odAction{Kind: odSend, Peer: peer, To: to, ToQPN: qpn,
+		Msg: udcm.Msg{Type: udcm.ConnDREP, Src: uint64(c.self), Dst: uint64(peer), Seq: c.job, Inc: nonce}})
+}
+
+// forget ends p's disconnect with err (nil: the connection is torn down at both ends); the peer
+// is forgotten, its next Dial a new attempt.
+func (c *odCore) forget(p *odPeer, now time.Time, err error, out []odAction) []odAction {
+	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
+	delete(c.peers, p.id)
+	delete(c.pending, p.id)
+	if err == nil {
+		c.stats.Disconnected++
+	}
+	return append(out, odAction{Kind: odGone, Peer: p.id, Err: err})
 }

@@ -18,6 +18,7 @@ import (
 const (
 	odtJob    = 42
 	odtResend = 50 * time.Millisecond
+	odtGiveUp = time.Second
 )
 
 var odtT0 = time.Unix(1_000_000, 0)
@@ -411,25 +412,32 @@ func TestODCoreScripts(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			core := newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend)
-			for i, s := range tc.script {
-				got := core.Step(s.ev, odtT0.Add(s.at))
-				requireODActions(t, s.want, got, "step %d (%v at %v)", i, s.ev.Kind, s.at)
-			}
-			require.Equal(t, tc.stats, core.stats)
-			for id, r := range tc.role {
-				p := core.peers[id]
-				if r == 0 {
-					require.Nil(t, p, "peer %d forgotten", id)
-					require.Nil(t, core.pending[id])
-					continue
-				}
-				require.NotNil(t, p, "peer %d", id)
-				require.Equal(t, r, p.role, "peer %d", id)
-				_, pend := core.pending[id]
-				require.Equal(t, r != odDone, pend, "peer %d pending", id)
-			}
+			runODScript(t, newODCore(tc.self, odtJob, 2, odtAddrBytes(tc.self), odtResend, odtGiveUp), tc.script, tc.stats,
+				tc.role)
 		})
+	}
+}
+
+// runODScript feeds script to core, checking each step's actions, then the counters and the
+// final roles (0: forgotten) and which peers have a resend timer.
+func runODScript(t *testing.T, core *odCore, script []odtStep, stats OnDemandStats, role map[uint32]odRole) {
+	t.Helper()
+	for i, s := range script {
+		got := core.Step(s.ev, odtT0.Add(s.at))
+		requireODActions(t, s.want, got, "step %d (%v at %v)", i, s.ev.Kind, s.at)
+	}
+	require.Equal(t, stats, core.stats)
+	for id, r := range role {
+		p := core.peers[id]
+		if r == 0 {
+			require.Nil(t, p, "peer %d forgotten", id)
+			require.Nil(t, core.pending[id])
+			continue
+		}
+		require.NotNil(t, p, "peer %d", id)
+		require.Equal(t, r, p.role, "peer %d", id)
+		_, pend := core.pending[id]
+		require.Equal(t, r != odDone && r != odReleasing, pend, "peer %d pending", id)
 	}
 }
 
@@ -458,7 +466,7 @@ func requireODActions(t *testing.T, want, got []odAction, msgAndArgs ...any) {
 
 // The resend deadline: the earliest pending peer's last send plus Resend.
 func TestODCoreNext(t *testing.T) {
-	core := newODCore(1, odtJob, 2, odtAddrBytes(1), odtResend)
+	core := newODCore(1, odtJob, 2, odtAddrBytes(1), odtResend, odtGiveUp)
 	require.True(t, core.Next().IsZero())
 	core.Step(evDial(2, 7), odtT0)
 	require.True(t, core.Next().IsZero(), "no REQ out yet")

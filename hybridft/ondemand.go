@@ -14,9 +14,13 @@ import (
 	"github.com/goarmci/goarmci/ibv"
 )
 
-// ErrRejected: the peer refused an on-demand connection (CONN_REJ: it could not create or
-// connect its queue pairs, or could not decode ours).
+// ErrRejected: the peer refused an on-demand connection (CONN_REJ: its admission refused it, it
+// could not create or connect its queue pairs, or could not decode ours).
 var ErrRejected = errors.New("hybridft: connection rejected by the peer")
+
+// ErrNotConnected: OnDemand.Disconnect of a peer without an established connection (never
+// dialed, not established yet, or already disconnected).
+var ErrNotConnected = errors.New("hybridft: not connected to the peer")
 
 // odIdleResends bounds the CONN_REP resends of a passive side nobody waits on (IB CM's
 // max_cm_retries is 15): past it the exchange stays pending, a resent CONN_REQ or a local Dial
@@ -64,14 +68,49 @@ const odIdleResends = 16
 // before any Dial of that peer returns. Messages of another job or for another process, stale
 // nonces and undecodable payloads are ignored (OnDemandStats.Ignored). A Dial whose context
 // ends leaves its pending queue pairs in place (the passive side may have connected to them):
-// a later Dial resumes the same attempt. Connections are never torn down by the protocol: a
-// process that re-opens its OnDemand (new attempt nonces) cannot re-dial a peer that still holds
-// a connection to it (its REQs are stale there).
+// a later Dial resumes the same attempt.
+//
+// Admission ([Takagi15 §3.4]: a rank bounds its RC connections, the target refuses past its
+// bound): a CONN_REQ of a peer P holds nothing for is put to the consumer's admit (SetAdmit)
+// once per attempt; a refusal answers CONN_REJ (udcm.RejRefused) and creates nothing, and the
+// dialer's Dial fails with ErrRejected. A REQ that meets P's own dial of D (simultaneous dials)
+// is not put to admit: P's consumer asked for that connection.
+//
+// Teardown (the IBA CM's DREQ/DREP, §12.6, on CONN_DREQ/CONN_DREP; Inc is the connection's
+// attempt nonce, the same at both ends; the DREQ carries the sender's address):
+//
+//	closer C (Disconnect, its use drained)         other end O (manager goroutine)
+//	CONN_DREQ{nonce}                       ──▶     release(C, conns, done): O's consumer drains
+//	  (resent every Options.Resend until              and closes the conns, then calls done
+//	   the DREP, for at most the partition
+//	   timeout: then ErrPartition)
+//	                                        ◀──    CONN_DREP{nonce}; O forgets C
+//	C forgets O; Disconnect returns nil
+//	(C's consumer closes its conns)
+//
+// After that either side's Dial is a new attempt: new queue pairs, a new nonce. A DREQ of a
+// connection O does not have (its DREP was lost and C resent the DREQ; or C's connection is older
+// than O's) is answered at once and changes nothing. Both ends disconnecting at once: a DREQ that
+// meets the receiver's own pending DREQ is answered at once and the peer forgotten, so both
+// Disconnects return nil; a Disconnect while the consumer releases the peer's DREQ answers that
+// DREQ at once. A CONN_REQ of a peer being disconnected is ignored (that peer forgot the
+// connection, its Dial resends the REQ after the disconnect ends), and a local Dial of a peer
+// being disconnected waits for the disconnect to end, then dials anew; so a Disconnect racing a
+// Dial of the other end ends with both ends forgotten (the Dial had returned the old
+// connections, which its end's release then takes back) or both connected anew, never one end
+// of each. Only a Disconnect that fails (its context, ErrPartition) may leave the other end
+// holding its end of the connection; that end's own Disconnect is then answered at once.
+//
+// The consumer sees each peer's connections in order, so it can keep its own table of them:
+// accept(conns) (or the Dial that returns them) comes before any release of conns and before a
+// Disconnect can tear them down; the call of release(conns)'s done, or the CONN_DREP that ends a
+// Disconnect of conns, comes before the accept of the peer's next connections (which may run
+// before that Disconnect has returned: tell connections apart by identity).
 //
 // The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
 // its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
-// around the core, creates, connects and closes the queue pairs, sends on the CM, runs accept
-// and wakes the Dials.
+// around the core, creates, connects and closes the queue pairs, sends on the CM, asks admit,
+// runs accept and release and wakes the Dials and Disconnects.
 type OnDemand struct {
 	m      *Manager
 	eps    []*Endpoint
@@ -79,21 +118,43 @@ type OnDemand struct {
 	accept func(peer uint32, conns []*Conn)
 	addr   []byte // Addr()
 
-	mu    sync.Mutex
-	core  *odCore              // the protocol (odcore.go)
-	links map[uint32]*odLink   // the driver's side of each of core's peers
-	drop  func(*udcm.Msg) bool // tests: drop this incoming message
+	mu      sync.Mutex
+	core    *odCore            // the protocol (odcore.go)
+	links   map[uint32]*odLink // the driver's side of each of core's peers
+	admit   func(peer uint32) bool
+	release func(peer uint32, conns []*Conn, done func())
+	drop    func(*udcm.Msg) bool // tests: drop this incoming message
 }
 
 // odLink is what the driver holds for one of the core's peers: the queue pairs and the Dials'
 // rendezvous.
 type odLink struct {
-	peer   uint32
-	gen    uint64 // the core's odPeer.gen
-	conns  []*Conn
-	handed bool          // the consumer got the connections (accept, Dial or Connected)
-	done   chan struct{} // closed when established (after accept returned) or failed
-	err    error
+	peer    uint32
+	gen     uint64 // the core's odPeer.gen
+	conns   []*Conn
+	handed  bool          // the consumer got the connections (accept, Dial or Connected)
+	done    chan struct{} // closed when established (after accept returned) or failed
+	err     error
+	gone    chan struct{} // closed when the peer is forgotten after a disconnect, or it ended with goneErr
+	goneErr error
+}
+
+// odAfter is what step leaves to do once d.mu is released: the calls into the consumer and the
+// wake-ups that follow them.
+type odAfter struct {
+	fin          []*odLink  // attempts ended: accept, then wake the Dials
+	admit        []udcm.Msg // CONN_REQs to put to admitFn, answered by odAdmitted
+	admitFn      func(peer uint32) bool
+	release      []odReleaseCall // connections to hand to release
+	notConnected bool            // a Disconnect found no established connection
+}
+
+// odReleaseCall is one call of the consumer's release.
+type odReleaseCall struct {
+	fn    func(peer uint32, conns []*Conn, done func())
+	peer  uint32
+	conns []*Conn
+	done  func()
 }
 
 // OnDemandStats counts an OnDemand's protocol events.
@@ -105,6 +166,9 @@ type OnDemandStats struct {
 	Duplicates int64 // duplicate CONN_REQ/CONN_REP answered from the cache (not the rail copies)
 	Ignored    int64 // messages of another job or process, stale, or undecodable
 	Rejected   int64 // CONN_REJ sent or received
+	Refused    int64 // CONN_REQs refused by admit (SetAdmit)
+	// Disconnected counts connections torn down by CONN_DREQ/DREP, whichever end asked.
+	Disconnected int64
 }
 
 // OnDemand opens the on-demand connection setup of process self in job job over the manager's
@@ -128,7 +192,7 @@ func (m *Manager) OnDemand(eps []*Endpoint, self, job uint32, accept func(peer u
 	}
 	d := &OnDemand{m: m, eps: append([]*Endpoint(nil), eps...), self: self, accept: accept, links: map[uint32]*odLink{}}
 	d.addr = marshalODAddr(uint8(len(eps)), m.cm.QPN(), m.cm.Addrs())
-	d.core = newODCore(self, job, len(eps), d.addr, m.opts.Resend)
+	d.core = newODCore(self, job, len(eps), d.addr, m.opts.Resend, m.opts.PartitionTimeout)
 	if !m.od.CompareAndSwap(nil, d) {
 		return nil, fmt.Errorf("hybridft: on-demand: %w: the manager has one already", ibv.ErrBusy)
 	}
@@ -140,6 +204,38 @@ func (m *Manager) OnDemand(eps []*Endpoint, self, job uint32, accept func(peer u
 // (exchange it through the bootstrap's all-gather).
 func (d *OnDemand) Addr() []byte { return append([]byte(nil), d.addr...) }
 
+// SetAdmit sets the admission of connections peers ask for ([Takagi15 §3.4]: the target's
+// half of the bound on RC connections per process): admit(peer) is called on the manager's
+// protocol goroutine, without the OnDemand's lock, once per attempt of a peer that has nothing
+// here (not for that attempt's resends and copies); true accepts (queue pairs are created, accept
+// runs when the dialer confirms), false refuses: CONN_REJ, nothing is created, the dialer's Dial
+// fails with ErrRejected. Not put to admit: a REQ that meets our own dial of that peer (our
+// consumer asked for the connection), a new attempt replacing one accepted but not yet
+// confirmed (it keeps that admission). An accepted attempt may still end without a connection
+// (the dialer gives it up): accept is then never called for it. admit must not block; it may
+// call the OnDemand's non-blocking methods (Connected, Stats), not Dial or Disconnect (an
+// eviction it decides runs on another goroutine). nil (the default) admits every peer. Set it
+// before the OnDemand is used.
+func (d *OnDemand) SetAdmit(admit func(peer uint32) bool) {
+	d.mu.Lock()
+	d.admit, d.core.admission = admit, admit != nil
+	d.mu.Unlock()
+}
+
+// SetRelease sets how the consumer gives back the connections of a peer that disconnects
+// (its CONN_DREQ, [IBA §12.6]): release(peer, conns, done) is called once per connection torn
+// down, on the manager's protocol goroutine without the OnDemand's lock; it must not block: the
+// consumer stops using conns (one per rail; drains what is in flight, on its own goroutine if that
+// takes time), closes them, then calls done, once, from any goroutine; only then does the
+// OnDemand forget the peer and answer CONN_DREP (later calls of done do nothing). Until then
+// Connected(peer) is nil and a Dial of peer waits. nil (the default) closes the connections and
+// answers at once. Set it before the OnDemand is used.
+func (d *OnDemand) SetRelease(release func(peer uint32, conns []*Conn, done func())) {
+	d.mu.Lock()
+	d.release = release
+	d.mu.Unlock()
+}
+
 // Stats returns the protocol counters.
 func (d *OnDemand) Stats() OnDemandStats {
 	d.mu.Lock()
@@ -148,21 +244,38 @@ func (d *OnDemand) Stats() OnDemandStats {
 }
 
 // Dial returns the connections to peer (one per rail, rail i on eps[i]), creating them on first
-// use through the protocol of the type doc; addr is the peer's Addr (read only on the first
-// Dial). It is idempotent and safe for concurrent callers: later and concurrent Dials of the peer
-// return the same connections, a Dial during the peer's own dial waits for that. The connections
-// belong to the caller (Close them before the manager's devices); the slice is a copy. Errors:
-// ibv.ErrInvalidArgument (peer is self), ErrMalformed (addr), ErrRejected, ErrClosed, the
+// use through the protocol of the type doc; addr is the peer's Addr (read when no connection to
+// peer exists or is being made). It is idempotent and safe for concurrent callers: later and
+// concurrent Dials of the peer return the same connections, a Dial during the peer's own dial
+// waits for that, a Dial during a disconnect of the peer waits for it to end and then makes new
+// connections. The connections belong to the caller (Close them before the manager's devices);
+// the slice is a copy. Errors: ibv.ErrInvalidArgument (peer is self), ErrMalformed (addr),
+// ErrRejected (the peer refused: its admission, or its resources), ErrNotConnected (waiting on
+// the peer's own dial, which it disconnected before confirming it here), ErrClosed, the
 // context's error (the attempt stays pending and a later Dial resumes it), those of creating
 // queue pairs.
 func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn, error) {
 	if peer == d.self {
 		return nil, fmt.Errorf("hybridft: dial: %w: peer %d is this process", ibv.ErrInvalidArgument, peer)
 	}
-	d.mu.Lock()
-	if d.core.closed {
+	for {
+		d.mu.Lock()
+		if d.core.closed {
+			d.mu.Unlock()
+			return nil, ErrClosed
+		}
+		p, l := d.core.peers[peer], d.links[peer]
+		if p == nil || l == nil || p.role != odClosing && p.role != odReleasing {
+			break // d.mu held
+		}
 		d.mu.Unlock()
-		return nil, ErrClosed
+		select {
+		case <-l.gone:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
+		case <-d.m.ctx.Done():
+			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+		}
 	}
 	ev := odEvent{Kind: odDial, Peer: peer, Nonce: rand.Uint32() | 1}
 	if d.core.peers[peer] == nil {
@@ -173,12 +286,12 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		}
 		ev.Addr = a
 	}
-	fin := d.step(ev, time.Now())
+	after := d.step(ev, time.Now())
 	l := d.links[peer]
 	if l == nil || d.core.peers[peer] == nil { // creating its queue pairs failed
 		d.mu.Unlock()
-		d.finish(fin)
-		for _, f := range fin {
+		d.finish(after)
+		for _, f := range after.fin {
 			if f.err != nil {
 				return nil, f.err
 			}
@@ -186,7 +299,7 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 	}
 	d.mu.Unlock()
-	d.finish(fin)
+	d.finish(after)
 	var err error
 	select {
 	case <-l.done:
@@ -210,8 +323,62 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 	return nil, err
 }
 
+// Disconnect tears down the connections to peer by agreement of both ends (CONN_DREQ/DREP, the
+// IBA CM's DREQ/DREP [IBA §12.6]; the eviction of an idle connection of [Takagi15 §3.4]): those
+// Connected(peer) returns (established, accept has returned), which the caller has stopped
+// using (drained). It sends a CONN_DREQ (resent every Options.Resend),
+// waits for the peer's CONN_DREP (the peer's release has run), forgets the peer and returns; the
+// caller then closes its connections. A later Dial of peer, from either end, makes new ones.
+// Concurrent Disconnects of a peer wait for the same exchange. Errors: ErrNotConnected (no
+// established connection to peer: never dialed, not established yet, already disconnected),
+// ErrPartition (no CONN_DREP within Options.PartitionTimeout: the peer is forgotten here),
+// ErrClosed, the context's error (the exchange goes on: a later Disconnect waits for it; a Dial
+// of peer waits for it to end).
+func (d *OnDemand) Disconnect(ctx context.Context, peer uint32) error {
+	d.mu.Lock()
+	if d.core.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	l := d.links[peer]
+	if l != nil {
+		select {
+		case <-l.done: // established, and accept has returned
+		default:
+			l = nil // accept has not run yet: the consumer does not know this connection
+		}
+	}
+	if l == nil {
+		d.mu.Unlock()
+		return fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrNotConnected)
+	}
+	after := d.step(odEvent{Kind: odDisconnect, Peer: peer}, time.Now())
+	d.mu.Unlock()
+	d.finish(after)
+	if after.notConnected {
+		return fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrNotConnected)
+	}
+	var err error
+	select {
+	case <-l.gone:
+	case <-ctx.Done():
+		err = fmt.Errorf("hybridft: disconnect %d: %w", peer, ctx.Err())
+	case <-d.m.ctx.Done():
+		err = fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrClosed)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.core.Step(odEvent{Kind: odLeave, Peer: peer, Gen: l.gen}, time.Now())
+	select {
+	case <-l.gone: // ended meanwhile: that is the answer
+		return l.goneErr
+	default:
+	}
+	return err
+}
+
 // Connected returns the connections to peer if they are established (accept has run), else
-// nil; it never starts a connection.
+// nil (also while they are being disconnected); it never starts a connection.
 func (d *OnDemand) Connected(peer uint32) []*Conn {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -231,14 +398,16 @@ func (d *OnDemand) Connected(peer uint32) []*Conn {
 // Close ends the on-demand setup: pending attempts fail with ErrClosed and their queue pairs are
 // closed, as are established connections never handed to the consumer (a peer dialed us, accept
 // is nil and no Dial or Connected asked for them); those handed out belong to the consumer and
-// stay. Messages that arrive later are dropped. Close the OnDemand before its Manager.
+// stay. Disconnects in progress return ErrClosed (a release in progress finishes with the
+// consumer; its done does nothing). Messages that arrive later are dropped. Close the OnDemand
+// before its Manager.
 func (d *OnDemand) Close() error {
 	d.mu.Lock()
 	if d.core.closed {
 		d.mu.Unlock()
 		return nil
 	}
-	fin := d.step(odEvent{Kind: odClose}, time.Now())
+	after := d.step(odEvent{Kind: odClose}, time.Now())
 	for id, l := range d.links {
 		if p := d.core.peers[id]; p != nil && p.role == odDone && !l.handed {
 			closeConns(l.conns)
@@ -247,24 +416,24 @@ func (d *OnDemand) Close() error {
 	}
 	d.mu.Unlock()
 	d.m.od.CompareAndSwap(d, nil)
-	for _, l := range fin {
+	for _, l := range after.fin {
 		close(l.done)
 	}
 	return nil
 }
 
 // step feeds ev to the core and executes its actions, feeding the results of queue pair actions
-// back (d.mu held). It returns the links whose attempt ended: the caller passes them to finish
-// after unlocking.
-func (d *OnDemand) step(ev odEvent, now time.Time) []*odLink {
-	var fin []*odLink
+// back (d.mu held). It returns what is left to do: the caller passes it to finish after
+// unlocking.
+func (d *OnDemand) step(ev odEvent, now time.Time) odAfter {
+	var after odAfter
 	acts := d.core.Step(ev, now)
 	for len(acts) > 0 {
 		a := acts[0]
 		acts = acts[1:]
 		l := d.links[a.Peer]
-		if l == nil && a.Kind != odSend {
-			l = &odLink{peer: a.Peer, done: make(chan struct{})}
+		if l == nil && a.Kind != odSend && a.Kind != odAdmit && a.Kind != odGone && a.Kind != odNotConnected {
+			l = &odLink{peer: a.Peer, done: make(chan struct{}), gone: make(chan struct{})}
 			if p := d.core.peers[a.Peer]; p != nil {
 				l.gen = p.gen
 			}
@@ -299,15 +468,48 @@ func (d *OnDemand) step(ev odEvent, now time.Time) []*odLink {
 			l.conns = nil
 		case odEstablished:
 			l.handed = d.accept != nil || a.Waited
-			fin = append(fin, l)
+			after.fin = append(after.fin, l)
 		case odFailed:
 			l.conns, l.err = nil, a.Err
 			delete(d.links, a.Peer)
-			fin = append(fin, l)
+			after.fin = append(after.fin, l)
+		case odAdmit:
+			after.admit, after.admitFn = append(after.admit, a.Msg), d.admit
+		case odRelease:
+			l.handed = true
+			if d.release == nil {
+				closeConns(l.conns)
+				l.conns = nil
+				res = d.core.Step(odEvent{Kind: odReleased, Peer: a.Peer, Gen: l.gen}, now)
+			} else {
+				after.release = append(after.release, odReleaseCall{fn: d.release, peer: a.Peer,
+					conns: append([]*Conn(nil), l.conns...), done: d.releaseDone(a.Peer, l.gen)})
+			}
+		case odGone:
+			if l != nil {
+				l.conns, l.goneErr = nil, a.Err
+				delete(d.links, a.Peer)
+				close(l.gone)
+			}
+		case odNotConnected:
+			after.notConnected = true
 		}
 		acts = append(res, acts...)
 	}
-	return fin
+	return after
+}
+
+// releaseDone is the done of a release call for the entry gen of peer: it tells the core, once.
+func (d *OnDemand) releaseDone(peer uint32, gen uint64) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			after := d.step(odEvent{Kind: odReleased, Peer: peer, Gen: gen}, time.Now())
+			d.mu.Unlock()
+			d.finish(after)
+		})
+	}
 }
 
 // create makes k queue pairs, rails 0..k-1, connecting each to remote[i] if remote is set; on an
@@ -333,13 +535,33 @@ func (d *OnDemand) create(k int, remote []ConnInfo) ([]*Conn, []ConnInfo, error)
 	return conns, infos, nil
 }
 
-// finish runs after attempts ended (no lock held): accept on success, then wake the Dials.
-func (d *OnDemand) finish(fin []*odLink) {
-	for _, l := range fin {
-		if l.err == nil && d.accept != nil {
-			d.accept(l.peer, append([]*Conn(nil), l.conns...))
+// finish does what step left (no lock held): accept for the attempts that succeeded, then wake
+// their Dials; release; admit, whose answers go back to the core (and may leave more to do).
+func (d *OnDemand) finish(after odAfter) {
+	for {
+		for _, l := range after.fin {
+			if l.err == nil && d.accept != nil {
+				d.accept(l.peer, append([]*Conn(nil), l.conns...))
+			}
+			close(l.done)
 		}
-		close(l.done)
+		for _, r := range after.release {
+			r.fn(r.peer, r.conns, r.done)
+		}
+		asks, fn := after.admit, after.admitFn
+		after = odAfter{}
+		for i := range asks {
+			ok := fn(uint32(asks[i].Src))
+			d.mu.Lock()
+			next := d.step(odEvent{Kind: odAdmitted, Msg: &asks[i], OK: ok}, time.Now())
+			d.mu.Unlock()
+			after.fin = append(after.fin, next.fin...)
+			after.release = append(after.release, next.release...)
+			after.admit, after.admitFn = append(after.admit, next.admit...), next.admitFn
+		}
+		if len(after.fin)+len(after.release)+len(after.admit) == 0 {
+			return
+		}
 	}
 }
 
@@ -354,9 +576,9 @@ func (m *Manager) onDemandMsg(msg *udcm.Msg, now time.Time) {
 func (m *Manager) onDemandTick(now time.Time) {
 	if d := m.od.Load(); d != nil {
 		d.mu.Lock()
-		fin := d.step(odEvent{Kind: odTick}, now)
+		after := d.step(odEvent{Kind: odTick}, now)
 		d.mu.Unlock()
-		d.finish(fin)
+		d.finish(after)
 	}
 }
 
@@ -366,9 +588,9 @@ func (d *OnDemand) handle(msg *udcm.Msg, now time.Time) {
 		d.mu.Unlock()
 		return
 	}
-	fin := d.step(odEvent{Kind: odMsg, Msg: msg}, now)
+	after := d.step(odEvent{Kind: odMsg, Msg: msg}, now)
 	d.mu.Unlock()
-	d.finish(fin)
+	d.finish(after)
 }
 
 func closeConns(cs []*Conn) {

@@ -585,6 +585,12 @@ func TestFabricOnDemandMesh(t *testing.T) {
 // inside the bubble.
 func fabODNodes(t *testing.T, n, rails int, plan fabric.Plan) []*odNode {
 	t.Helper()
+	return fabODNodesWith(t, testOptions(), n, rails, plan)
+}
+
+// fabODNodesWith is fabODNodes with the managers' options o.
+func fabODNodesWith(t *testing.T, o Options, n, rails int, plan fabric.Plan) []*odNode {
+	t.Helper()
 	f, err := fabric.New(fabric.Config{Name: "od", Nodes: n, Ports: rails, Plan: plan})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, f.Close()) })
@@ -592,7 +598,7 @@ func fabODNodes(t *testing.T, n, rails int, plan fabric.Plan) []*odNode {
 	for i := range nodes {
 		dev, err := f.Open(i)
 		require.NoError(t, err)
-		o := testOptions()
+		o := o
 		o.CMDevice = dev
 		m, err := NewManager(o)
 		require.NoError(t, err)
@@ -868,23 +874,7 @@ func TestOnDemandSparse(t *testing.T) {
 // processes (CONN_REQ, CONN_REP, CONN_RTU over loopback UDP, 4 queue pairs to RTS, until both
 // sides have returned); each iteration forgets the previous connection on both sides.
 func BenchmarkOnDemandDial(b *testing.B) {
-	open := func(id uint32) *OnDemand {
-		dev, err := tcp.Open(tcp.Config{Ports: []tcp.PortConfig{{Listen: "127.0.0.1:0"}, {Listen: "127.0.0.1:0"}}})
-		require.NoError(b, err)
-		m, err := NewManager(testOptions())
-		require.NoError(b, err)
-		ep, err := m.NewEndpoint(dev, 1, 1<<10)
-		require.NoError(b, err)
-		d, err := m.OnDemand([]*Endpoint{ep, ep.WithPort(2)}, id, odJob, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() {
-			require.NoError(b, d.Close())
-			require.NoError(b, m.Close())
-			require.NoError(b, dev.Close())
-		})
-		return d
-	}
-	x, y := open(1), open(2)
+	x, y := benchOnDemand(b, 1), benchOnDemand(b, 2)
 	forget := func(d *OnDemand, peer uint32) {
 		d.mu.Lock()
 		if l := d.links[peer]; l != nil {
@@ -907,5 +897,54 @@ func BenchmarkOnDemandDial(b *testing.B) {
 		forget(x, 2)
 		forget(y, 1)
 		b.StartTimer()
+	}
+}
+
+// benchOnDemand opens process id's OnDemand over a 2-port loopback tcp device, without accept.
+func benchOnDemand(b *testing.B, id uint32) *OnDemand {
+	dev, err := tcp.Open(tcp.Config{Ports: []tcp.PortConfig{{Listen: "127.0.0.1:0"}, {Listen: "127.0.0.1:0"}}})
+	require.NoError(b, err)
+	m, err := NewManager(testOptions())
+	require.NoError(b, err)
+	ep, err := m.NewEndpoint(dev, 1, 1<<10)
+	require.NoError(b, err)
+	d, err := m.OnDemand([]*Endpoint{ep, ep.WithPort(2)}, id, odJob, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		require.NoError(b, d.Close())
+		require.NoError(b, m.Close())
+		require.NoError(b, dev.Close())
+	})
+	return d
+}
+
+// BenchmarkOnDemandRedial measures an eviction and a re-promotion of a 2-rail connection between
+// two processes over loopback UDP: a Disconnect (CONN_DREQ/DREP; the other end closes its 2
+// queue pairs, no release callback), then a Dial from the other end (CONN_REQ/REP/RTU, 4 new
+// queue pairs to RTS), until both ends have returned; the ends swap roles every iteration.
+func BenchmarkOnDemandRedial(b *testing.B) {
+	ds := [2]*OnDemand{benchOnDemand(b, 1), benchOnDemand(b, 2)}
+	ids := [2]uint32{1, 2}
+	ctx := context.Background()
+	var conns [2][]*Conn
+	dial := func(from, to int) {
+		cs, err := ds[from].Dial(ctx, ids[to], ds[to].Addr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns[from] = cs
+	}
+	dial(0, 1)
+	dial(1, 0)
+	b.Cleanup(func() { closeConns(conns[0]); closeConns(conns[1]) })
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		x, y := i%2, 1-i%2
+		if err := ds[x].Disconnect(ctx, ids[y]); err != nil {
+			b.Fatal(err)
+		}
+		closeConns(conns[x])
+		dial(y, x) // the other end promotes the peer again
+		dial(x, y) // returns once the RTU has arrived
 	}
 }

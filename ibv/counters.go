@@ -24,6 +24,9 @@ type QPCounters struct {
 	// DuplicateRequest: requests received again after they were executed (a retransmission after
 	// a lost ACK): answered without executing them twice (duplicate_request).
 	DuplicateRequest uint64
+	// MessagesReceived: request messages the responder executed (each once: duplicates are not
+	// counted), so a consumer can tell that its peer uses the connection.
+	MessagesReceived uint64
 }
 
 // Retransmissions is the number of times the requester went back to retransmit: ACK timeouts,

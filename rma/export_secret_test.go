@@ -24,10 +24,10 @@ func (r *Runtime) Ports() (tcpAddrs, cmAddrs []string, cmQPN uint32) {
 // NetConn is the first rail's connection to network peer proc (nil if none).
 func (r *Runtime) NetConn(proc int) *hybridft.Conn {
 	pe := r.peers[proc]
-	if pe.ch == nil {
+	if pe.ch.Load() == nil {
 		return nil
 	}
-	return pe.ch.Subchannels()[0]
+	return pe.ch.Load().Subchannels()[0]
 }
 
 // RemoteKey is proc's part of s as this rank's network reaches it: address and rkey.

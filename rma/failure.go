@@ -183,11 +183,16 @@ func (r *Runtime) abortPeer(rank int, err error) {
 		return // torn down
 	}
 	for p, pe := range r.peers {
-		if p == r.rank || rank != r.rank && p != rank || pe.ch == nil { // node peers have no channel
+		if p == r.rank || rank != r.rank && p != rank || pe.ch.Load() == nil { // node peers have no channel
 			continue // never connected, or a node peer (nothing is ever in flight to it)
 		}
-		for _, c := range pe.ch.Subchannels() {
+		for _, c := range pe.ch.Load().Subchannels() {
 			c.Abort(err)
+		}
+		if rc := pe.rc; rc != nil && rc != pe.ch.Load() {
+			for _, c := range rc.Subchannels() {
+				c.Abort(err)
+			}
 		}
 	}
 }

@@ -66,6 +66,9 @@ func (h *Handle) Test() bool {
 func (r *Runtime) begin(pe *peer, block bool) (*multirail.Network, *multirail.Request) {
 	n := r.nets[pe.net].net
 	pe.outstanding.Add(1)
+	if pe.gate.Load() {
+		r.waitGate(pe)
+	}
 	req := n.NewRequest(pe.done)
 	req.Blocking = block
 	req.Tag = pe.rank

@@ -159,10 +159,16 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		if err := r.openNet(); err != nil {
 			return nil, fmt.Errorf("rma: init: network: %w", err)
 		}
+		if err := r.openNetPath(); err != nil {
+			return nil, fmt.Errorf("rma: init: network: %w", err)
+		}
 	}
 	// 3. Connections: one RC channel per peer on its network.
 	if err := r.connect(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: connect: %w", err)
+	}
+	if r.ad != nil {
+		r.ad.start()
 	}
 	fallback := r.fenceNode()
 	r.watchFailures() // from now on: every peer and its connection exist
@@ -248,6 +254,14 @@ func (c *Config) fillDefaults() error {
 		c.Barrier = env.cfg.Barrier
 	}
 	c.Barrier = strings.ToLower(strings.TrimSpace(c.Barrier))
+	if c.NetworkTransport == "" {
+		c.NetworkTransport = env.cfg.NetTransport
+	}
+	switch c.NetworkTransport = strings.ToLower(strings.TrimSpace(c.NetworkTransport)); c.NetworkTransport {
+	case NetRC, NetDC, NetAdaptive:
+	default:
+		return fmt.Errorf("%w: network transport %q (want %s, %s or %s)", ErrConfig, c.NetworkTransport, NetRC, NetDC, NetAdaptive)
+	}
 	if err := checkBarrierName(c.Barrier); err != nil {
 		return err
 	}
@@ -289,11 +303,13 @@ func (r *Runtime) connect(ctx context.Context) error {
 	r.odMu.Lock()
 	for p, pe := range r.peers {
 		var info []byte
+		shared := false
 		if p != r.rank {
 			pe.net = r.netFor(pe)
-			pe.lazy = r.nets[pe.net].od != nil
+			shared = len(r.nets[pe.net].dcqps) > 0
+			pe.lazy = r.nets[pe.net].od != nil && !shared
 		}
-		if p != r.rank && !pe.lazy {
+		if p != r.rank && !pe.lazy && !shared {
 			eps := r.nets[pe.net].eps
 			info = append(info, byte(len(eps)))
 			for _, ep := range eps {
@@ -315,6 +331,13 @@ func (r *Runtime) connect(ctx context.Context) error {
 	// entry r.size: the CM address when this rank connects network peers on demand
 	blob = binary.LittleEndian.AppendUint16(blob, uint16(len(odAddr)))
 	blob = append(blob, odAddr...)
+	// entry r.size+1: this rank's DC queue pairs when network peers go on the shared path
+	dcb, err := r.dcBlob(r.netOf(TransportTCP))
+	if err != nil {
+		return err
+	}
+	blob = binary.LittleEndian.AppendUint16(blob, uint16(len(dcb)))
+	blob = append(blob, dcb...)
 	all, err := r.boot.AllGather(ctx, blob)
 	if err != nil {
 		return err
@@ -323,6 +346,27 @@ func (r *Runtime) connect(ctx context.Context) error {
 	for p, pe := range r.peers {
 		if p == r.rank {
 			continue
+		}
+		if len(r.nets[pe.net].dcqps) > 0 {
+			dcb, err := entry(all[p], r.size+1)
+			if err != nil {
+				return fmt.Errorf("rank %d: %w", p, err)
+			}
+			if err := r.connectDC(pe, dcb); err != nil {
+				return err
+			}
+			if r.ad != nil {
+				addr, err := entry(all[p], r.size)
+				if err != nil || len(addr) == 0 {
+					return fmt.Errorf("%w: rank %d has no connection manager address: GOARMCI_NET_TRANSPORT and GOARMCI_FT must be equal on every rank", ErrConfig, p)
+				}
+				pe.odAddr = addr
+			}
+			continue
+		}
+		if dcb, err := entry(all[p], r.size+1); err == nil && len(dcb) > 0 && r.nets[pe.net].kind == TransportTCP {
+			return fmt.Errorf("%w: rank %d uses the shared datagram path, this rank GOARMCI_NET_TRANSPORT=%s: it must be equal on every rank",
+				ErrConfig, p, r.cfg.NetworkTransport)
 		}
 		if pe.lazy {
 			addr, err := entry(all[p], r.size)
@@ -365,7 +409,8 @@ func (r *Runtime) connect(ctx context.Context) error {
 			conns[p] = nil
 			continue
 		}
-		pe.ch, err = r.nets[pe.net].net.NewChannelConfig(ccfg, conns[p][:k]...)
+		ch, err := r.nets[pe.net].net.NewChannelConfig(ccfg, conns[p][:k]...)
+		pe.ch.Store(ch)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -468,13 +513,19 @@ func (r *Runtime) Finalize(ctx context.Context) error {
 }
 
 func (r *Runtime) teardown() {
+	if r.ad != nil {
+		r.ad.stop() // before the channels close
+	}
 	r.closeFences()
 	r.odMu.Lock()
 	r.odClosed = true // no channel is installed from now on
 	r.odMu.Unlock()
 	for _, pe := range r.peers {
-		if pe != nil && pe.ch != nil {
-			_ = pe.ch.Close()
+		if pe == nil {
+			continue
+		}
+		for _, ch := range pe.channels() {
+			_ = ch.Close()
 		}
 		if pe != nil && pe.conn != nil {
 			_ = pe.conn.Close()

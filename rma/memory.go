@@ -106,6 +106,8 @@ func writeMemoryEstimates(w io.Writer, c *config.Config) error {
 // Kinds of MemoryKind.
 const (
 	MemRC         = "rc connection"       // a network peer's queue pairs (one per rail) and their connection records
+	MemDC         = "dc peer"             // a network peer on the shared datagram path: its DC views (records, address handles, the DC queue pairs' peer records)
+	MemDCQP       = "dc queue pair"       // the shared datagram path's DC queue pairs (one per rail), peer records excluded
 	MemNodeQP     = "node queue pair"     // a same-node peer's shared-memory queue pair
 	MemCQ         = "completion queue"    // the devices' completion queues
 	MemStream     = "provider connection" // the provider's byte streams, sockets, buffers, goroutines
@@ -156,8 +158,14 @@ func (r *Runtime) Memory() MemoryStats {
 			continue
 		}
 		pm := PeerMemory{Rank: pe.rank, Kind: MemRC}
-		if ch := r.channel(pe.rank); ch != nil {
-			for _, c := range ch.Subchannels() {
+		if pe.dc != nil {
+			dm := PeerMemory{Rank: pe.rank, Kind: MemDC}
+			dm.QPs, dm.Bytes = dcPeerMemory(pe.dc)
+			ms.Peers = append(ms.Peers, dm)
+			add(dm.Kind, 1, dm.Bytes)
+		}
+		if rc := r.rcOrNet(pe); rc != nil {
+			for _, c := range rc.Subchannels() {
 				pm.QPs++
 				pm.Bytes += c.MemoryFootprint()
 			}
@@ -183,6 +191,9 @@ func (r *Runtime) Memory() MemoryStats {
 		if conns, b := n.dev.ConnMemory(); conns > 0 {
 			add(MemStream, conns, b)
 		}
+		if k, b := dcQPMemory(n); k > 0 {
+			add(MemDCQP, k, b)
+		}
 		if n.mgr != nil {
 			if cm := n.mgr.CM(); cm != nil {
 				add(MemCM, 1, cm.MemoryFootprint())
@@ -198,7 +209,7 @@ func (r *Runtime) Memory() MemoryStats {
 		}
 	}
 	r.segMu.Unlock()
-	for _, k := range []string{MemRC, MemNodeQP, MemCQ, MemStream, MemCM, MemRegistered} {
+	for _, k := range []string{MemRC, MemDC, MemDCQP, MemNodeQP, MemCQ, MemStream, MemCM, MemRegistered} {
 		if m := kinds[k]; m != nil {
 			ms.Kinds = append(ms.Kinds, *m)
 			ms.Total += m.Bytes

@@ -20,7 +20,7 @@ import (
 
 // onDemand reports whether network peers are connected on demand in this job.
 func (r *Runtime) onDemand(n *network) bool {
-	return n.mgr != nil && n.kind == TransportTCP && r.size > r.cfg.env.cfg.OnDemandThreshold
+	return n.mgr != nil && n.kind == TransportTCP && (r.size > r.cfg.env.cfg.OnDemandThreshold || r.cfg.NetworkTransport == NetAdaptive)
 }
 
 // jobTag is the job id the connection manager's messages carry (messages of another job are
@@ -41,6 +41,9 @@ func (r *Runtime) startOnDemand(ni int) error {
 		return err
 	}
 	n.od = od
+	if r.ad != nil {
+		r.ad.hook(od)
+	}
 	r.closers = append(r.closers, od.Close) // before the manager's Close: closers run in reverse
 	return nil
 }
@@ -70,6 +73,10 @@ func (r *Runtime) installOnDemand(ni int, peer uint32, conns []*hybridft.Conn) {
 		return
 	}
 	pe := r.peers[p]
+	if r.ad != nil && pe.net == ni && pe.dc != nil {
+		r.ad.install(pe, conns, reject)
+		return
+	}
 	if !pe.lazy || pe.net != ni || pe.ready.Load() {
 		reject("peer not connected on demand, or already connected")
 		return
@@ -79,7 +86,7 @@ func (r *Runtime) installOnDemand(ni int, peer uint32, conns []*hybridft.Conn) {
 		reject(err.Error())
 		return
 	}
-	pe.ch = ch
+	pe.ch.Store(ch)
 	pe.ready.Store(true) // publishes ch
 	r.log.Debug().Int("peer", p).Int("rails", len(conns)).Msg("rma: connected on demand")
 }
@@ -108,5 +115,5 @@ func (r *Runtime) Connected(p int) bool {
 		return false
 	}
 	pe := r.peers[p]
-	return !pe.lazy && pe.ch != nil || pe.lazy && pe.ready.Load()
+	return !pe.lazy && pe.ch.Load() != nil || pe.lazy && pe.ready.Load()
 }

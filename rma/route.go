@@ -169,7 +169,10 @@ type netRoute struct {
 func (n netRoute) contig(ctx context.Context, x xfer, local []byte, seg *Segment, off int, block bool) (*Handle, error) {
 	raddr, rkey := seg.remoteAddr(n.pe, off)
 	nw, req := n.r.begin(n.pe, block)
-	ierr := x.post(ctx, n.pe.ch, req, local, raddr, rkey)
+	if n.r.ad != nil {
+		n.pe.countNet(int64(len(local)))
+	}
+	ierr := x.post(ctx, n.pe.ch.Load(), req, local, raddr, rkey)
 	return n.r.finish(ctx, nw, req, ierr, block)
 }
 
@@ -179,8 +182,12 @@ func (n netRoute) xfer(ctx context.Context, x xfer, sh *shape, seg *Segment, blo
 	}
 	raddr, rkey := seg.remoteAddr(n.pe, sh.off)
 	nw, req := n.r.begin(n.pe, block)
+	if n.r.ad != nil {
+		n.pe.countNet(int64(sh.bytes()))
+	}
+	ch := n.pe.ch.Load()
 	ierr := sh.each(func(local []byte, roff int) error {
-		return x.post(ctx, n.pe.ch, req, local, raddr+uint64(roff), rkey)
+		return x.post(ctx, ch, req, local, raddr+uint64(roff), rkey)
 	})
 	return n.r.finish(ctx, nw, req, ierr, block)
 }
@@ -190,7 +197,10 @@ func (n netRoute) atomic(ctx context.Context, op ibv.Opcode, seg *Segment, off i
 	defer rmwResults.Put(res)
 	raddr, rkey := seg.remoteAddr(n.pe, off)
 	nw, req := n.r.begin(n.pe, true)
-	err := n.pe.ch.Atomic(ctx, req, op, res[:op.AtomicSize()], raddr, rkey, compareAdd, swap)
+	if n.r.ad != nil {
+		n.pe.countNet(int64(op.AtomicSize()))
+	}
+	err := n.pe.ch.Load().Atomic(ctx, req, op, res[:op.AtomicSize()], raddr, rkey, compareAdd, swap)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrTransport, err)
 	}

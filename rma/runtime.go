@@ -119,16 +119,29 @@ type Config struct {
 	// unknown name; an algorithm the job cannot run (a datagram barrier without a network) gives
 	// way to auto's choice, with a warning.
 	Barrier string
+	// NetworkTransport is how network peers are reached (netpath.go): NetRC, NetDC or
+	// NetAdaptive; default GOARMCI_NET_TRANSPORT ("rc"). Every rank must use the same value.
+	// NetAdaptive needs the hybridft manager (GOARMCI_FT, and Config.NetworkDeviceFT on a given
+	// device): RC connections are dialled on demand through its UD connection manager.
+	NetworkTransport string
 
 	env envDefaults
 }
 
 // peer is the runtime's view of one other rank.
 type peer struct {
-	rank        int
-	local       bool               // same node
-	net         int                // index into Runtime.nets; -1 for self
-	ch          *multirail.Channel // network peers: nil until connected (on demand: see ondemand.go)
+	rank  int
+	local bool // same node
+	net   int  // index into Runtime.nets; -1 for self
+	// ch is the channel operations to a network peer go on: nil until connected (on demand: see
+	// ondemand.go); under dc and adaptive (netpath.go) dc or rc, switched by the adaptive driver
+	// while gate holds new operations back (begin).
+	ch          atomic.Pointer[multirail.Channel]
+	dc          *multirail.Channel // the shared datagram path's channel (dc, adaptive), or nil
+	rc          *multirail.Channel // adaptive: the peer's RC connection while open (in use or pooled), under odMu
+	gate        atomic.Bool        // a path switch drains the peer's operations: begin waits (netpath.go)
+	sent        atomic.Int64       // adaptive: operations issued to the peer (the selector's statistics)
+	sentBytes   atomic.Int64       // adaptive: their bytes
 	qp          *ibv.QP            // node peers: the shared-memory queue pair (route.go: nodeRoute)
 	conn        *hybridft.Conn     // node peers: the connection that owns qp, closed at teardown
 	outstanding atomic.Int64
@@ -187,7 +200,8 @@ type Runtime struct {
 
 	finalized atomic.Bool
 	closers   []func() error
-	fail      failures // failed ranks (failure.go)
+	fail      failures  // failed ranks (failure.go)
+	ad        *adaptive // the adaptive transport's driver (GOARMCI_NET_TRANSPORT=adaptive), or nil
 }
 
 // network is one device with its multirail network.
@@ -200,6 +214,8 @@ type network struct {
 	alloc func(int) ([]byte, func() error, error) // shareable memory for segments, or nil
 	mgr   *hybridft.Manager                       // fault tolerance (network devices), or nil
 	od    *hybridft.OnDemand                      // on-demand connection setup, or nil
+	dcqps []*ibv.QP                               // the shared datagram path: a DC queue pair per rail (netpath.go), or none
+	dceps []*hybridft.Endpoint                    // the endpoint of each of dcqps
 }
 
 // Rank is this process's rank (armci_msg_me).
@@ -219,7 +235,7 @@ func (r *Runtime) channel(p int) *multirail.Channel {
 	if pe.lazy && !pe.ready.Load() {
 		return nil
 	}
-	return pe.ch
+	return pe.ch.Load()
 }
 
 // Logger is the runtime's logger.

@@ -60,7 +60,7 @@ func (r *Runtime) signalOn(ctx context.Context, seg *Segment, to, slot int, id u
 	}
 	raddr, rkey := seg.remoteAddr(pe, 8*slot)
 	nw, req := r.begin(pe, true)
-	ierr := pe.ch.Atomic(ctx, req, ibv.OpAtomicSwap64, s.res[s.n][:], raddr, rkey, id, 0)
+	ierr := pe.ch.Load().Atomic(ctx, req, ibv.OpAtomicSwap64, s.res[s.n][:], raddr, rkey, id, 0)
 	if ierr != nil {
 		_, err := r.finish(ctx, nw, req, fmt.Errorf("%w: rank %d: %w", ErrTransport, to, ierr), true)
 		return err

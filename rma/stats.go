@@ -89,12 +89,18 @@ type rankStats struct {
 	Peers    []PeerStats `json:"peers"`
 	// Memory is what the communication objects hold at Finalize (Runtime.Memory).
 	Memory MemoryStats `json:"memory"`
+	// Adaptive is the adaptive transport's decisions (GOARMCI_NET_TRANSPORT=adaptive only).
+	Adaptive *AdaptiveStats `json:"adaptive,omitempty"`
 }
 
 // writeStats writes this rank's statistics (Finalize, GOARMCI_STATS): one JSON line for
 // GOARMCI_STATS=json, else a few readable lines (one per peer, one per rail).
 func (r *Runtime) writeStats(w io.Writer) {
-	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Rejected(), r.Stats(), r.Memory()}
+	rs := rankStats{r.rank, r.size, r.SyncWait().Seconds(), r.Rejected(), r.Stats(), r.Memory(), nil}
+	if r.ad != nil {
+		a := r.Adaptive()
+		rs.Adaptive = &a
+	}
 	if r.cfg.env.cfg.StatsFormat == config.StatsJSON {
 		if b, err := json.Marshal(rs); err == nil {
 			fmt.Fprintf(w, "goarmci stats %s\n", b)
@@ -111,6 +117,10 @@ func (r *Runtime) writeStats(w io.Writer) {
 			fmt.Fprintf(&b, "    rail %d: %d work requests, %d retransmissions, %d duplicates, %d path migrations, %d recoveries, %d re-posted\n",
 				i, rl.Posted, rl.Retransmissions, rl.Duplicates, rl.PathMigrations, rl.Recoveries, rl.Reposted)
 		}
+	}
+	if a := rs.Adaptive; a != nil {
+		fmt.Fprintf(&b, "  adaptive transport: %d promotions, %d demotions, %d connections closed, %d refused or failed; %d RC connections open, peers on RC %v\n",
+			a.Promotions, a.Demotions, a.Closes, a.Refusals, a.OpenRC, a.OnRC)
 	}
 	writeMemory(&b, rs.Memory)
 	io.WriteString(w, b.String())

@@ -34,6 +34,11 @@ var badKnobValues = map[string]string{
 	"GOARMCI_STRIPE_POLICY":       "even,bss",
 	"GOARMCI_STRIPE_THRESHOLD":    "1MB",
 	"GOARMCI_STATS":               "sometimes",
+	"GOARMCI_NET_TRANSPORT":       "ud",
+	"GOARMCI_MAX_RC":              "-1",
+	"GOARMCI_RC_WINDOW":           "0s",
+	"GOARMCI_RC_GAMMA":            "-1ns",
+	"GOARMCI_RC_IDLE_TIMEOUT":     "0s",
 	// Launcher variables.
 	config.EnvRank:      "first",
 	config.EnvSize:      "-2",

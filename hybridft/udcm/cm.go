@@ -4,7 +4,8 @@
 // re-establishment protocol (Fig. 8). UD gives no delivery or order guarantee; the protocol
 // (package hybridft) resends on a timer, ignores duplicates and tells faults apart by a
 // per-pair sequence ID (§IV.D). It also carries the CONN_REQ/REP/RTU/REJ messages that set RC
-// connections up on demand (hybridft.OnDemand).
+// connections up on demand, and the CONN_DREQ/DREP messages that tear them down
+// (hybridft.OnDemand).
 //
 // The CM runs on its own udp device, one port per rail, so that a message can be sent on every
 // rail at once: whichever rail survives carries it.

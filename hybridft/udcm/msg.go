@@ -61,7 +61,8 @@ const (
 
 	// The on-demand connection setup (hybridft.OnDemand, [Vishnu09 §IV.B.2]): the same UD queue
 	// pair also creates RC connections the first time a peer is used, as the InfiniBand CM's
-	// REQ/REP/RTU/REJ exchange (IBA §12.6). On these types Src and Dst are the sender's and the
+	// REQ/REP/RTU/REJ exchange, and tears them down by agreement of both ends, as its DREQ/DREP
+	// exchange (IBA §12.6). On these types Src and Dst are the sender's and the
 	// receiver's process ids (ranks), Seq the job id, Inc the dialer's attempt nonce, and
 	// Payload the connection data (hybridft's encoding of its ConnInfos); they carry no Atomics.
 
@@ -73,10 +74,17 @@ const (
 	ConnRTU
 	// ConnREJ refuses a ConnREQ (or a ConnREP the dialer cannot use); Status says why.
 	ConnREJ
+	// ConnDREQ asks the receiver to tear down the connection of attempt Inc (the IBA CM's
+	// DREQ): Payload is the sender's on-demand address, so that a receiver that has forgotten
+	// the connection can still answer.
+	ConnDREQ
+	// ConnDREP answers a ConnDREQ (the IBA CM's DREP): the receiver has closed its end of the
+	// connection of attempt Inc, or never had it.
+	ConnDREP
 )
 
-// Conn reports whether t is one of the on-demand connection setup types (with a Payload).
-func (t Type) Conn() bool { return t >= ConnREQ && t <= ConnREJ }
+// Conn reports whether t is one of the on-demand connection types (with a Payload).
+func (t Type) Conn() bool { return t >= ConnREQ && t <= ConnDREP }
 
 func (t Type) String() string {
 	switch t {
@@ -94,6 +102,10 @@ func (t Type) String() string {
 		return "CONN_RTU"
 	case ConnREJ:
 		return "CONN_REJ"
+	case ConnDREQ:
+		return "CONN_DREQ"
+	case ConnDREP:
+		return "CONN_DREP"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -114,6 +126,9 @@ const (
 	// RejStale (ConnREJ): the receiver knows no attempt of that nonce (a ConnREP of an attempt
 	// its dialer abandoned).
 	RejStale = 32
+	// RejRefused (ConnREJ): the receiver's admission refused the connection (its bound of
+	// connections is reached).
+	RejRefused = 64
 )
 
 // MaxAtomics bounds the atomic results a message carries.
@@ -174,7 +189,7 @@ const MaxPayload = MaxAtomics*12 - 2
 // The Conn types append a 2-byte payload length and the payload after the (empty) atomics.
 func (m *Msg) Append(b []byte) ([]byte, error) {
 	conn := m.Type.Conn()
-	if m.Type < REQ || m.Type > ConnREJ || len(m.Atomics) > MaxAtomics || m.QPN>>24 != 0 || m.PSN>>24 != 0 ||
+	if m.Type < REQ || m.Type > ConnDREP || len(m.Atomics) > MaxAtomics || m.QPN>>24 != 0 || m.PSN>>24 != 0 ||
 		m.EPSN>>24 != 0 || conn && len(m.Atomics) != 0 || !conn && len(m.Payload) != 0 || len(m.Payload) > MaxPayload {
 		return b, fmt.Errorf("%w: %v with %d atomics, %d bytes of payload", ErrMalformed, m.Type, len(m.Atomics),
 			len(m.Payload))
@@ -208,7 +223,7 @@ func (m *Msg) Decode(b []byte) error {
 		return fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
 	m.Type, m.Status = Type(b[1]), b[2]
-	if m.Type < REQ || m.Type > ConnREJ {
+	if m.Type < REQ || m.Type > ConnDREP {
 		return fmt.Errorf("%w: type %d", ErrMalformed, b[1])
 	}
 	m.Dst = binary.LittleEndian.Uint64(b[3:])

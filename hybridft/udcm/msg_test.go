@@ -18,6 +18,8 @@ func TestMsgRoundTrip(t *testing.T) {
 		{Type: ConnREP, Dst: 1, Src: 3, Seq: 77, Inc: 5, Atomics: []Atomic{}, Payload: bytes.Repeat([]byte{0xa5}, MaxPayload)},
 		{Type: ConnRTU, Dst: 3, Src: 1, Seq: 77, Inc: 5, Atomics: []Atomic{}, Payload: []byte{}},
 		{Type: ConnREJ, Status: RejResources, Dst: 1, Src: 3, Seq: 77, Inc: 5, Atomics: []Atomic{}, Payload: []byte{}},
+		{Type: ConnDREQ, Dst: 1, Src: 3, Seq: 77, Inc: 5, Atomics: []Atomic{}, Payload: []byte("address")},
+		{Type: ConnDREP, Dst: 3, Src: 1, Seq: 77, Inc: 5, Atomics: []Atomic{}, Payload: []byte{}},
 	} {
 		b, err := m.Append(nil)
 		require.NoError(t, err)
@@ -47,6 +49,8 @@ func TestMsgOldFormatUnchanged(t *testing.T) {
 	require.Equal(t, byte(REP), b[1])
 	require.Equal(t, "CONN_REQ", ConnREQ.String())
 	require.True(t, ConnREJ.Conn())
+	require.True(t, ConnDREP.Conn())
+	require.Equal(t, "CONN_DREQ", ConnDREQ.String())
 	require.False(t, ACK.Conn())
 }
 
@@ -65,7 +69,7 @@ func TestMsgRejectsPayload(t *testing.T) {
 		{Type: REQ, Payload: []byte{1}},                      // payload on an old type
 		{Type: ConnREQ, Atomics: []Atomic{{1, 2}}},           // atomics on a Conn type
 		{Type: ConnREP, Payload: make([]byte, MaxPayload+1)}, // oversized
-		{Type: ConnREJ + 1},                                  // unknown type
+		{Type: ConnDREP + 1},                                 // unknown type
 	} {
 		_, err := m.Append(nil)
 		require.ErrorIs(t, err, ErrMalformed, "%v", m.Type)
@@ -87,7 +91,7 @@ func TestMsgRejectsPayload(t *testing.T) {
 }
 
 func TestMsgRejects(t *testing.T) {
-	_, err := (&Msg{Type: 9}).Append(nil)
+	_, err := (&Msg{Type: ConnDREP + 1}).Append(nil)
 	require.ErrorIs(t, err, ErrMalformed)
 	_, err = (&Msg{Type: REQ, PSN: 1 << 24}).Append(nil)
 	require.ErrorIs(t, err, ErrMalformed)

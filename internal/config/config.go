@@ -102,6 +102,22 @@ type Config struct {
 	// §IV.B.2, [Sridhar08]); up to it, every connection at Init. 0: always on demand. Needs FT.
 	// GOARMCI_ON_DEMAND_THRESHOLD (as MVAPICH2's MV2_ON_DEMAND_THRESHOLD).
 	OnDemandThreshold int
+	// NetTransport is how network peers are reached ([Takagi15]): "rc" (a dedicated RC
+	// connection per peer and rail), "dc" (the shared datagram path: one DC queue pair per rail
+	// reaching every peer) or "adaptive" (the shared path, with at most MaxRC peers promoted to
+	// RC connections from their traffic). GOARMCI_NET_TRANSPORT.
+	NetTransport string
+	// MaxRC bounds the RC connections a rank keeps open under "adaptive" (h of [Takagi15
+	// §3.2]). GOARMCI_MAX_RC.
+	MaxRC int
+	// RCWindow is the adaptive selection's statistics window. GOARMCI_RC_WINDOW.
+	RCWindow time.Duration
+	// RCGamma is γ, the per-message latency reduction a new mapping must promise [Takagi15
+	// §3.4]. GOARMCI_RC_GAMMA.
+	RCGamma time.Duration
+	// RCIdleTimeout is how long an RC connection may carry nothing before it is closed.
+	// GOARMCI_RC_IDLE_TIMEOUT.
+	RCIdleTimeout time.Duration
 	// APM enables automatic path migration ([Vishnu07 ch. 9], [Vishnu09]). GOARMCI_APM.
 	APM bool
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing

@@ -96,6 +96,9 @@ const (
 	EnvJobSecret = "GOARMCI_JOB_SECRET"
 )
 
+// NetTransports are GOARMCI_NET_TRANSPORT's values.
+var NetTransports = []string{"rc", "dc", "adaptive"}
+
 // BarrierAlgs are GOARMCI_BARRIER's values: auto, then the names of rma.BarrierAlg's algorithms.
 var BarrierAlgs = []string{"auto", "dissemination", "pairwise", "gather-broadcast", "rgm", "message", "message-pairwise", "hierarchical"}
 
@@ -199,6 +202,42 @@ var table = []Knob{
 			c.OnDemandThreshold = n
 			return nil
 		}},
+	{Name: "GOARMCI_NET_TRANSPORT", Type: "enum(" + strings.Join(NetTransports, "|") + ")", Default: "rc",
+		Doc: "how network peers are reached: rc = an RC connection per peer and rail; dc = one DC queue pair per rail for every peer (the shared datagram path); adaptive = the shared path, at most GOARMCI_MAX_RC peers promoted to RC from their traffic [Takagi15]",
+		get: func(c *Config) string { return c.NetTransport },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			for _, a := range NetTransports {
+				if v == a {
+					c.NetTransport = v
+					return nil
+				}
+			}
+			return fmt.Errorf("want one of %s", strings.Join(NetTransports, ", "))
+		}},
+	{Name: "GOARMCI_MAX_RC", Type: "int", Default: "26", Unit: "connections",
+		Doc: "adaptive transport: RC connections a rank keeps open at most (h of [Takagi15 §3.2]); 0 = every network peer on the shared path",
+		get: func(c *Config) string { return strconv.Itoa(c.MaxRC) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 || n > 1<<16 {
+				return fmt.Errorf("want an integer in [0, %d]", 1<<16)
+			}
+			c.MaxRC = n
+			return nil
+		}},
+	{Name: "GOARMCI_RC_WINDOW", Type: "duration", Default: "2s",
+		Doc: "adaptive transport: the statistics window the selection looks back over (evaluated about once a second)",
+		get: func(c *Config) string { return c.RCWindow.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.RCWindow }, false)},
+	{Name: "GOARMCI_RC_GAMMA", Type: "duration", Default: "25ns",
+		Doc: "adaptive transport: γ, the latency reduction per message a new mapping must promise before it is applied [Takagi15 §3.4]",
+		get: func(c *Config) string { return c.RCGamma.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.RCGamma }, true)},
+	{Name: "GOARMCI_RC_IDLE_TIMEOUT", Type: "duration", Default: "10s",
+		Doc: "adaptive transport: an RC connection that carried nothing this long is closed (both ends agree) and dialled again on demand",
+		get: func(c *Config) string { return c.RCIdleTimeout.String() },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.RCIdleTimeout }, false)},
 	{Name: "GOARMCI_APM", Type: "bool", Default: "true",
 		Doc: "automatic path migration: arm an alternate path on every RC queue pair [Vishnu07 ch. 9]",
 		get: func(c *Config) string { return strconv.FormatBool(c.APM) },

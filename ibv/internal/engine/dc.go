@@ -281,6 +281,7 @@ func (q *QP) dcCounters() ibv.QPCounters {
 		sum.RNRNakReceived += c.RNRNakReceived
 		sum.OutOfSequence += c.OutOfSequence
 		sum.DuplicateRequest += c.DuplicateRequest
+		sum.MessagesReceived += c.MessagesReceived
 	}
 	return sum
 }

@@ -459,9 +459,12 @@ func (q *QP) Counters() ibv.QPCounters {
 		return q.dcCounters()
 	}
 	c := &q.ctr
+	q.rqMu.Lock()
+	msgs := uint64(q.rsp.msn) // the responder's message sequence number: the request messages it executed
+	q.rqMu.Unlock()
 	return ibv.QPCounters{LocalAckTimeoutErr: c.ackTimeout.Load(), PacketSeqErr: c.seqNak.Load(),
 		ImpliedNakSeqErr: c.impliedNak.Load(), RNRNakReceived: c.rnrNak.Load(), OutOfSequence: c.outOfSeq.Load(),
-		DuplicateRequest: c.dup.Load()}
+		DuplicateRequest: c.dup.Load(), MessagesReceived: msgs}
 }
 
 var _ ibv.CounterReader = (*QP)(nil)

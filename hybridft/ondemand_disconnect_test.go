@@ -1,0 +1,344 @@
+package hybridft
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/hybridft/udcm"
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/fabric"
+)
+
+// End-to-end tests of the on-demand admission and disconnect (CONN_DREQ/DREP) on ibv/fabric
+// under testing/synctest: the resend timers run on virtual time. The transitions themselves are
+// scripted against the core in odcore_disconnect_test.go.
+
+// releaseLater makes n's consumer release a disconnecting peer's connections on a goroutine of
+// its own (as a consumer draining them would): it closes them, then calls done. It counts the
+// release calls per peer.
+func releaseLater(n *odNode) *sync.Map {
+	var calls sync.Map // peer -> *atomic.Int64
+	n.d.SetRelease(func(peer uint32, conns []*Conn, done func()) {
+		v, _ := calls.LoadOrStore(peer, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		go func() {
+			closeConns(conns)
+			done()
+			done() // a second call does nothing
+		}()
+	})
+	return &calls
+}
+
+func releaseCalls(calls *sync.Map, peer uint32) int64 {
+	v, ok := calls.Load(peer)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+// requireNewPair checks that ca and cb are the two ends of one queue pair per rail, in RTS, that
+// none of them is one of old, and that accept got them last on each side.
+func requireNewPair(t *testing.T, a, b *odNode, ca, cb, old []*Conn, rails int) {
+	t.Helper()
+	require.Len(t, ca, rails)
+	require.Len(t, cb, rails)
+	for i := range ca {
+		require.Equal(t, cb[i].QP().Num(), ca[i].QP().Query().DestQPN, "rail %d", i+1)
+		require.Equal(t, ca[i].QP().Num(), cb[i].QP().Query().DestQPN, "rail %d", i+1)
+		require.Equal(t, ibv.StateRTS, ca[i].QP().State())
+		require.Equal(t, ibv.StateRTS, cb[i].QP().State())
+		for _, o := range old {
+			require.NotSame(t, o, ca[i])
+			require.NotSame(t, o, cb[i])
+		}
+	}
+	acc := a.acceptCalls(b.id)
+	require.True(t, sameConns(ca, acc[len(acc)-1]), "a: accept got the new connections")
+	acc = b.acceptCalls(a.id)
+	require.True(t, sameConns(cb, acc[len(acc)-1]), "b: accept got the new connections")
+}
+
+// requireForgotten checks that neither end holds anything for the other: no connection, no
+// state, no queue pair.
+func requireForgotten(t *testing.T, a, b *odNode) {
+	t.Helper()
+	require.Nil(t, a.d.Connected(b.id))
+	require.Nil(t, b.d.Connected(a.id))
+	ra, _ := a.peerState(b.id)
+	rb, _ := b.peerState(a.id)
+	require.Zero(t, ra, "a forgot b")
+	require.Zero(t, rb, "b forgot a")
+	require.Zero(t, a.qps())
+	require.Zero(t, b.qps())
+}
+
+// Dial, RDMA write and read, Disconnect: both ends forgotten (the passive end's consumer
+// released its connections before the DREP), no queue pair left; the OTHER end re-dials and gets
+// new queue pairs on which data flow; and the first end disconnects again. With 4% packet loss on
+// every link (the CM's datagrams and the RC traffic), with the passive end's release on a
+// goroutine of its own or without release (the OnDemand closes the connections).
+func TestFabricOnDemandDisconnectRedial(t *testing.T) {
+	for _, loss := range []float64{0, 0.04} {
+		for _, withRelease := range []bool{true, false} {
+			t.Run(fmt.Sprintf("loss=%v/release=%v", loss, withRelease), func(t *testing.T) {
+				forSeeds(t, func(t *testing.T, seed uint64) {
+					const rails = 2
+					plan := fabric.Plan{Seed: seed}
+					if loss > 0 {
+						plan.Noise(2, rails, loss, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
+					}
+					nodes := fabODNodes(t, 2, rails, plan)
+					a, b := nodes[0], nodes[1]
+					var relA, relB *sync.Map
+					if withRelease {
+						relA, relB = releaseLater(a), releaseLater(b)
+					}
+					ctx := context.Background()
+					ca := a.dial(t, b)
+					cb := b.dial(t, a)
+					requirePaired(t, a, b, ca, cb, rails)
+					transfer(t, a, b, ca[0], 0, 1)
+					transfer(t, b, a, cb[1], 4096, 2)
+
+					require.NoError(t, a.d.Disconnect(ctx, b.id))
+					closeConns(ca)
+					requireForgotten(t, a, b)
+					if withRelease {
+						require.Equal(t, int64(1), releaseCalls(relB, a.id), "b released once")
+						require.Zero(t, releaseCalls(relA, b.id))
+					}
+					require.ErrorIs(t, a.d.Disconnect(ctx, b.id), ErrNotConnected, "already disconnected")
+
+					cb2 := b.dial(t, a) // the other end re-dials
+					ca2 := a.dial(t, b)
+					requireNewPair(t, a, b, ca2, cb2, append(ca, cb...), rails)
+					require.Equal(t, rails, a.qps())
+					require.Equal(t, rails, b.qps())
+					for i := range ca2 {
+						transfer(t, a, b, ca2[i], 8192+2048*i, byte(3+i))
+						transfer(t, b, a, cb2[i], 12288-2048*i, byte(5+i))
+					}
+					sa, sb := a.d.Stats(), b.d.Stats()
+					require.Equal(t, int64(1), sa.Disconnected)
+					require.Equal(t, int64(1), sb.Disconnected)
+					require.Equal(t, int64(1), sa.Dialed+sa.Accepted-1, "a dialed, then accepted")
+					require.Equal(t, int64(1), sb.Dialed)
+
+					// and down again, from the end that dialed last
+					require.NoError(t, b.d.Disconnect(ctx, a.id))
+					closeConns(cb2)
+					requireForgotten(t, a, b)
+					t.Logf("a: %+v b: %+v", a.d.Stats(), b.d.Stats())
+				})
+			})
+		}
+	}
+}
+
+// Admission refused at the target: the dialer's Dial fails with ErrRejected, admit was asked
+// once (not per rail copy nor per resend), no queue pair is left at either end; once admit
+// accepts, the next Dial connects.
+func TestFabricOnDemandAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rails = 2
+		nodes := fabODNodes(t, 2, rails, fabric.Plan{})
+		a, b := nodes[0], nodes[1]
+		var allow atomic.Bool
+		var asked atomic.Int64
+		b.d.SetAdmit(func(peer uint32) bool {
+			require.Equal(t, a.id, peer)
+			require.Nil(t, b.d.Connected(peer), "admit may call the OnDemand")
+			asked.Add(1)
+			return allow.Load()
+		})
+		ctx := context.Background()
+		_, err := a.d.Dial(ctx, b.id, b.d.Addr())
+		require.ErrorIs(t, err, ErrRejected)
+		synctest.Wait()
+		time.Sleep(time.Second) // virtual: every copy and resend has arrived
+		require.Equal(t, int64(1), asked.Load(), "admit asked once per attempt")
+		require.Zero(t, a.qps(), "the dialer closed its queue pairs")
+		require.Zero(t, b.qps(), "the target created none")
+		require.Nil(t, a.d.Connected(b.id))
+		require.Nil(t, b.d.Connected(a.id))
+		require.Equal(t, int64(1), b.d.Stats().Refused)
+		require.Equal(t, int64(1), a.d.Stats().Rejected)
+
+		allow.Store(true)
+		ca := a.dial(t, b)
+		cb := b.dial(t, a)
+		requirePaired(t, a, b, ca, cb, rails)
+		require.Equal(t, int64(2), asked.Load())
+		transfer(t, a, b, ca[1], 0, 9)
+		// b's own dial of a and a's REQs to it afterwards are not put to admit
+		time.Sleep(time.Second)
+		require.Equal(t, int64(2), asked.Load())
+	})
+}
+
+// Both ends Disconnect at once (their DREQs cross: each end's CM input is held until both are
+// closing): each answers the other's DREQ and forgets; both Disconnects return nil, no release
+// runs; then a re-dial connects anew.
+func TestFabricOnDemandSimultaneousDisconnect(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		const rails = 2
+		plan := fabric.Plan{Seed: seed}
+		plan.Noise(2, rails, 0.04, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
+		nodes := fabODNodes(t, 2, rails, plan)
+		a, b := nodes[0], nodes[1]
+		relA, relB := releaseLater(a), releaseLater(b)
+		ca := a.dial(t, b)
+		cb := b.dial(t, a)
+		requirePaired(t, a, b, ca, cb, rails)
+		var open atomic.Bool
+		hold := func(m *udcm.Msg) bool { return !open.Load() }
+		a.setDrop(hold)
+		b.setDrop(hold)
+		ctx := context.Background()
+		errs := make(chan error, 2)
+		go func() { errs <- a.d.Disconnect(ctx, b.id) }()
+		go func() { errs <- b.d.Disconnect(ctx, a.id) }()
+		synctest.Wait()
+		ra, _ := a.peerState(b.id)
+		rb, _ := b.peerState(a.id)
+		require.Equal(t, odClosing, ra)
+		require.Equal(t, odClosing, rb)
+		open.Store(true)
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		closeConns(ca)
+		closeConns(cb)
+		requireForgotten(t, a, b)
+		require.Zero(t, releaseCalls(relA, b.id)+releaseCalls(relB, a.id), "no release: both had drained")
+		require.Equal(t, int64(1), a.d.Stats().Disconnected)
+		require.Equal(t, int64(1), b.d.Stats().Disconnected)
+		ca2 := a.dial(t, b)
+		cb2 := b.dial(t, a)
+		requireNewPair(t, a, b, ca2, cb2, append(ca, cb...), rails)
+		transfer(t, b, a, cb2[0], 0, 11)
+	})
+}
+
+// A Disconnect racing a Dial of the other end: b's consumer releases a's DREQ slowly and dials a
+// meanwhile; that Dial waits for the disconnect to end (Connected is nil meanwhile), then makes
+// new connections, which a accepts once its Disconnect has returned. Both end connected anew,
+// with new queue pairs.
+func TestFabricOnDemandDisconnectRacesDial(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		const rails = 2
+		plan := fabric.Plan{Seed: seed}
+		plan.Noise(2, rails, 0.04, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
+		nodes := fabODNodes(t, 2, rails, plan)
+		a, b := nodes[0], nodes[1]
+		ca := a.dial(t, b)
+		cb := b.dial(t, a)
+		requirePaired(t, a, b, ca, cb, rails)
+		proceed := make(chan struct{})
+		released := make(chan []*Conn, 1)
+		b.d.SetRelease(func(peer uint32, conns []*Conn, done func()) {
+			released <- conns
+			go func() {
+				<-proceed // draining
+				closeConns(conns)
+				done()
+			}()
+		})
+		ctx := context.Background()
+		discErr := make(chan error, 1)
+		go func() { discErr <- a.d.Disconnect(ctx, b.id) }()
+		require.True(t, sameConns(cb, <-released), "release got b's connections")
+		dialed := make(chan []*Conn, 1)
+		go func() {
+			cs, err := b.d.Dial(ctx, a.id, a.d.Addr())
+			require.NoError(t, err)
+			dialed <- cs
+		}()
+		synctest.Wait()
+		require.Nil(t, b.d.Connected(a.id), "being released")
+		require.Nil(t, a.d.Connected(b.id), "being disconnected")
+		select {
+		case <-dialed:
+			t.Fatal("the Dial returned during the disconnect")
+		default:
+		}
+		close(proceed)
+		require.NoError(t, <-discErr)
+		closeConns(ca)
+		cb2 := <-dialed
+		ca2 := a.dial(t, b)
+		requireNewPair(t, a, b, ca2, cb2, append(ca, cb...), rails)
+		require.Equal(t, rails, a.qps())
+		require.Equal(t, rails, b.qps())
+		transfer(t, a, b, ca2[1], 0, 13)
+		transfer(t, b, a, cb2[0], 4096, 14)
+	})
+}
+
+// Disconnect's errors: ErrNotConnected for a peer never dialed or not established yet; a
+// context that ends returns its error while the exchange goes on (a later Disconnect gets its
+// end); ErrPartition when no DREP comes within the partition timeout (the peer is forgotten
+// here); ErrClosed after Close.
+func TestFabricOnDemandDisconnectErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := testOptions()
+		o.PartitionTimeout = 2 * time.Second
+		nodes := fabODNodesWith(t, o, 3, 1, fabric.Plan{})
+		a, b, c := nodes[0], nodes[1], nodes[2]
+		ctx := context.Background()
+		require.ErrorIs(t, a.d.Disconnect(ctx, b.id), ErrNotConnected, "never dialed")
+		require.ErrorIs(t, a.d.Disconnect(ctx, a.id), ErrNotConnected, "self")
+
+		// the context ends: the exchange goes on and a later Disconnect waits for it
+		ca := a.dial(t, b)
+		var hold atomic.Bool
+		hold.Store(true)
+		b.setDrop(func(m *udcm.Msg) bool { return hold.Load() && m.Type == udcm.ConnDREQ })
+		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		require.ErrorIs(t, a.d.Disconnect(dctx, b.id), context.DeadlineExceeded)
+		cancel()
+		require.Nil(t, a.d.Connected(b.id), "still disconnecting")
+		hold.Store(false)
+		require.NoError(t, a.d.Disconnect(ctx, b.id))
+		closeConns(ca)
+		requireForgotten(t, a, b)
+
+		// no DREP within the partition timeout
+		ca = a.dial(t, b)
+		cb := b.dial(t, a) // b's end is established (the RTU arrived)
+		b.setDrop(func(*udcm.Msg) bool { return true })
+		start := time.Now()
+		err := a.d.Disconnect(ctx, b.id)
+		require.ErrorIs(t, err, ErrPartition)
+		require.GreaterOrEqual(t, time.Since(start), o.PartitionTimeout)
+		require.Nil(t, a.d.Connected(b.id))
+		ra, _ := a.peerState(b.id)
+		require.Zero(t, ra, "forgotten here")
+		closeConns(ca)
+		// b still holds its end (its own Disconnect is answered at once)
+		require.NotNil(t, b.d.Connected(a.id))
+		b.setDrop(nil)
+		require.NoError(t, b.d.Disconnect(ctx, a.id))
+		closeConns(cb)
+		requireForgotten(t, a, b)
+
+		// not established yet: c drops everything
+		c.setDrop(func(*udcm.Msg) bool { return true })
+		dctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err = a.d.Dial(dctx, c.id, c.d.Addr())
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, a.d.Disconnect(ctx, c.id), ErrNotConnected, "dialing")
+
+		require.NoError(t, a.d.Close())
+		require.ErrorIs(t, a.d.Disconnect(ctx, b.id), ErrClosed)
+	})
+}
