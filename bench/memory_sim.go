@@ -88,19 +88,21 @@ type memorySample struct {
 //     state and work-queue entries, connection record — and the multirail channel's record),
 //     the device's completion queue;
 //   - DC-only: one DC queue pair (ibv.DC) with a peer record per peer created at first contact,
-//     an address handle per peer, its completion queue and the device's;
+//     and per peer a view of it (hybridft.NewDCConn: a connection record and an address handle)
+//     and the channel over the view, as rma's GOARMCI_NET_TRANSPORT=dc builds them; the
+//     device's completion queue;
 //   - adaptive: the DC queue pair with a record per peer and h RC connections (to the ranks at
 //     distance 1..h/2 on either side, and the opposite rank when h is odd, so every rank holds
 //     h; h−1 when h and the job size are both odd).
 //
 // Jobs of up to o.FullRanks ranks are built whole (one fabric node per rank); a row of a larger
 // job is extrapolated from the largest job built: its value there plus, per further peer, the
-// bytes a peer added per rank there (an RC connection for RC-only, a DC record for the others).
+// bytes a peer added per rank there (an RC connection for RC-only, a DC peer for the others).
 // Results: the table per job size (median and max over the ranks of the accounted bytes, the Go
 // heap per rank, whether measured) and the per-peer costs of the jobs built. Errors wrap
 // ErrOptions, the fabric's and the verbs', and name the rank whose check failed (every write
 // landed; every DC queue pair holds a record per peer).
-func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
+func MemorySim(ctx context.Context, o MemoryOptions, bubble func(func())) ([]*Result, error) {
 	if len(o.Ranks) == 0 {
 		o.Ranks = []int{64, 256, 1024}
 	}
@@ -139,24 +141,27 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 			fmt.Sprintf("Every rank wrote 8 bytes to every other rank once (all-to-all); adaptive: DC to all and h = %d RC connections per rank", o.MaxRC),
 			"median/max: bytes over the ranks from the objects' accounting (queue pairs with engine state and work-queue entries, connection and channel records, DC peer records, address handles, CQs)",
 			"heap: the Go heap the job's communication objects added, per rank (runtime.ReadMemStats after collections; the fabric's devices opened before)",
-			fmt.Sprintf("measured 1: the job was built whole; 0: extrapolated from the largest job built (%d ranks or fewer) per peer (RC connection or DC record)", o.FullRanks)},
+			fmt.Sprintf("measured 1: the job was built whole; 0: extrapolated from the largest job built (%d ranks or fewer) per peer (RC connection or DC peer)", o.FullRanks)},
 		Columns: []string{"RC median (KiB)", "RC max (KiB)", "DC median (KiB)", "DC max (KiB)",
 			"adaptive median (KiB)", "adaptive max (KiB)", "RC heap (KiB)", "DC heap (KiB)", "adaptive heap (KiB)", "measured"}}
 	costs := &Result{Name: ScaleMemory + "-per-peer", KeyLabel: "Ranks", Ranks: table.Ranks, Transport: table.Transport,
 		Title: "# goarmci memory a peer adds to a rank, per job built ([Sridhar08]: memory per connection)",
-		Header: []string{"RC connection: queue pair, engine state, connection and channel records; DC record: peer record of the DC queue pair and the address handle",
+		Header: []string{"RC connection: queue pair, engine state, connection and channel records; DC peer: the DC queue pair's peer record, the view (connection record, address handle) and the channel record",
 			"new DC record: what the engine accounts for a new peer record (ibv.QP.DCPeerBytes: record, table entry, first work-queue entries)",
 			fmt.Sprintf("Not here: over the tcp provider a rank also holds a stream per peer node and path, %d B each (tcp.StreamBytes), for RC and DC alike (the streams carry both)",
 				tcp.StreamBytes())},
-		Columns: []string{"RC connection (B)", "RC connection heap (B)", "DC record (B)", "DC record heap (B)",
+		Columns: []string{"RC connection (B)", "RC connection heap (B)", "DC peer (B)", "DC peer heap (B)",
 			"new DC record (B)", "adaptive RC connections", "DC records per rank"}}
 	rmaTable := &Result{Name: ScaleMemory + "-rma", KeyLabel: "Ranks", Transport: table.Transport,
-		Title: "# goarmci communication memory per rank of an rma job (Runtime.Memory) after an all-to-all of 8-byte puts",
+		Title: "# goarmci communication memory per rank of an rma job (Runtime.Memory) after an all-to-all of 8-byte puts (GOARMCI_NET_TRANSPORT)",
 		Header: []string{"The objects' accounting without the registered segments (the job's data): connections by kind, CQs, the connection manager",
-			"per peer: the bytes of the per-peer objects (MemoryStats.Peers) over N-1"}}
-	for _, t := range runtimeTransports {
+			"per peer: the bytes of the per-peer objects (MemoryStats.Peers) over N-1; the channel records are not counted by rma",
+			fmt.Sprintf("rc, dc: one put to every peer; adaptive (GOARMCI_MAX_RC=%d, GOARMCI_RC_WINDOW=%s, no idle eviction): all-to-all rounds every %v for %v of virtual time",
+				o.MaxRC, adaptiveWindow, adaptiveRound, adaptivePhase)}}
+	for _, t := range memoryKinds {
 		rmaTable.Columns = append(rmaTable.Columns, t+" median (KiB)", t+" max (KiB)", t+" per peer (B)")
 	}
+	rmaTable.Columns = append(rmaTable.Columns, "adaptive RC open median", "adaptive RC open max")
 	var last map[string]memorySample
 	lastN := 0
 	for _, n := range ranks {
@@ -190,14 +195,17 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 		table.Rows = append(table.Rows, row)
 		if n <= o.RuntimeRanks {
 			rrow := Row{Size: n}
-			for _, t := range runtimeTransports {
-				rs, err := runtimeMemoryJob(ctx, t, n)
+			var rs runtimeSample
+			for _, t := range memoryKinds {
+				var err error
+				bubble(func() { rs, err = runtimeMemoryJob(ctx, t, n, min(o.MaxRC, n-1)) })
 				if err != nil {
 					return nil, fmt.Errorf("bench: memory simulation, rma job, %s, %d ranks: %w", t, n, err)
 				}
 				rrow.Values = append(rrow.Values, rs.median/1024, rs.max/1024, rs.perPeer)
 				rmaTable.Header = append(rmaTable.Header, fmt.Sprintf("%d ranks, %s, rank 0: %s", n, t, rs.kinds))
 			}
+			rrow.Values = append(rrow.Values, rs.openMedian, rs.openMax) // the adaptive job's
 			rmaTable.Rows = append(rmaTable.Rows, rrow)
 			rmaTable.Ranks = n
 		}
@@ -212,35 +220,42 @@ func MemorySim(ctx context.Context, o MemoryOptions) ([]*Result, error) {
 	return out, nil
 }
 
-// memoryRank is one rank's objects in a memory job.
+// memoryRank is one rank's objects in a memory job, built as rma builds them (rma/netpath.go):
+// an endpoint (PD, CQ) and its channel network, and per peer a multirail channel over an RC
+// connection or over a view of the rank's DC queue pair (hybridft.NewDCConn), or both.
 type memoryRank struct {
-	dev   *ibv.Context
-	port  ibv.PortAttr
-	ep    *hybridft.Endpoint
-	net   *multirail.Network
-	buf   []byte  // the window's memory
-	win   *ibv.MR // 8 bytes per origin rank
-	conns map[int]*hybridft.Conn
-	chans map[int]*multirail.Channel
-	dc    *ibv.QP // nil for RC-only
-	dcCQ  *ibv.CQ
-	ahs   map[int]*ibv.AH
+	dev  *ibv.Context
+	ep   *hybridft.Endpoint
+	net  *multirail.Network
+	buf  []byte  // the window's memory
+	win  *ibv.MR // 8 bytes per origin rank
+	rc   map[int]memoryPath
+	dc   map[int]memoryPath
+	dcqp *ibv.QP // nil for RC-only
+	info hybridft.ConnInfo
 }
 
-// Accounted sizes of the records that have no accounting of their own.
-var (
-	channelBytes = ibv.SizeOf[multirail.Channel]()
-	ahBytes      = ibv.SizeOf[ibv.AH]()
-)
+// memoryPath is a rank's path to one peer: a connection (RC, or a DC view) and the channel over it.
+type memoryPath struct {
+	conn *hybridft.Conn
+	ch   *multirail.Channel
+}
 
-// footprint is the bytes the rank's communication objects hold now.
+// channelBytes is the record of a channel, which has no accounting of its own.
+var channelBytes = ibv.SizeOf[multirail.Channel]()
+
+// footprint is the bytes the rank's communication objects hold now: its CQ, its paths (a DC
+// view counts its record, address handle and one peer record of the DC queue pair) with their
+// channel records, and the DC queue pair without its peer records.
 func (r *memoryRank) footprint() int64 {
 	n := r.ep.CQ.MemoryFootprint()
-	for _, c := range r.conns {
-		n += c.MemoryFootprint() + channelBytes
+	for _, paths := range []map[int]memoryPath{r.rc, r.dc} {
+		for _, p := range paths {
+			n += p.conn.MemoryFootprint() + channelBytes
+		}
 	}
-	if r.dc != nil {
-		n += r.dcCQ.MemoryFootprint() + r.dc.MemoryFootprint() + int64(len(r.ahs))*ahBytes
+	if r.dcqp != nil {
+		n += r.dcqp.MemoryFootprint() - int64(r.dcqp.DCPeers())*r.dcqp.DCPeerBytes()
 	}
 	return n
 }
@@ -299,8 +314,7 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 			return s, err
 		}
 		// the windows are the job's data, allocated before the heap is read
-		ranks[i] = &memoryRank{dev: dev, conns: map[int]*hybridft.Conn{}, chans: map[int]*multirail.Channel{},
-			ahs: map[int]*ibv.AH{}, buf: make([]byte, 8*n)}
+		ranks[i] = &memoryRank{dev: dev, rc: map[int]memoryPath{}, dc: map[int]memoryPath{}, buf: make([]byte, 8*n)}
 	}
 	heap0 := liveHeap()
 	for _, r := range ranks {
@@ -313,6 +327,17 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 		base[i] = r.footprint()
 	}
 	heap1 := liveHeap()
+	if kind != MemoryRC {
+		for i, a := range ranks {
+			for j, b := range ranks {
+				if i != j {
+					if err := a.viewDC(j, b.info); err != nil {
+						return s, fmt.Errorf("rank %d to rank %d: %w", i, j, err)
+					}
+				}
+			}
+		}
+	}
 	switch kind {
 	case MemoryRC:
 		for i := range n {
@@ -342,10 +367,10 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 		fp := r.footprint()
 		bytes[i] = float64(fp)
 		perPeer[i] = float64(fp-base[i]) / float64(n-1)
-		s.rcConns = max(s.rcConns, len(r.conns))
-		if r.dc != nil {
-			s.dcPeers = min(s.dcPeers, r.dc.DCPeers())
-			s.newRecord = r.dc.DCPeerBytes()
+		s.rcConns = max(s.rcConns, len(r.rc))
+		if r.dcqp != nil {
+			s.dcPeers = min(s.dcPeers, r.dcqp.DCPeers())
+			s.newRecord = r.dcqp.DCPeerBytes()
 		} else {
 			s.dcPeers = 0
 		}
@@ -357,12 +382,9 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 }
 
 // open creates the rank's endpoint (PD, CQ), channel network, window and, with dc, its DC queue
-// pair and that queue pair's CQ, in RTS.
+// pair in RTS.
 func (r *memoryRank) open(dc bool) error {
 	var err error
-	if r.port, err = r.dev.QueryPort(1); err != nil {
-		return err
-	}
 	if r.ep, err = hybridft.NewEndpoint(r.dev, 1, memoryCQE); err != nil {
 		return err
 	}
@@ -373,24 +395,25 @@ func (r *memoryRank) open(dc bool) error {
 	if !dc {
 		return nil
 	}
-	if r.dcCQ, err = r.dev.CreateCQ(memoryCQE); err != nil {
+	if r.dcqp, err = r.ep.NewDCQP(); err != nil {
 		return err
 	}
-	if r.dc, err = r.ep.PD.CreateQP(ibv.QPInitAttr{Type: ibv.DC, SendCQ: r.dcCQ, RecvCQ: r.dcCQ}); err != nil {
+	r.info, err = hybridft.DCInfo(r.dcqp, r.ep)
+	return err
+}
+
+// viewDC opens the rank's path to rank j over its DC queue pair: a view towards j's DC queue pair
+// (described by remote) and a channel over it.
+func (r *memoryRank) viewDC(j int, remote hybridft.ConnInfo) error {
+	c, err := r.ep.NewDCConn(r.dcqp, remote)
+	if err != nil {
 		return err
 	}
-	for _, m := range []struct {
-		attr *ibv.QPAttr
-		mask ibv.AttrMask
-	}{
-		{&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState | ibv.AttrPort | ibv.AttrAccessFlags},
-		{&ibv.QPAttr{State: ibv.StateRTR}, ibv.AttrState},
-		{&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState},
-	} {
-		if err := r.dc.Modify(m.attr, m.mask); err != nil {
-			return fmt.Errorf("DC queue pair: %w", err)
-		}
+	ch, err := r.net.NewChannel(c)
+	if err != nil {
+		return err
 	}
+	r.dc[j] = memoryPath{c, ch}
 	return nil
 }
 
@@ -416,7 +439,7 @@ func connectRanks(ranks []*memoryRank, i, j int) error {
 	if err != nil {
 		return err
 	}
-	a.conns[j], a.chans[j], b.conns[i], b.chans[i] = ca, cha, cb, chb
+	a.rc[j], b.rc[i] = memoryPath{ca, cha}, memoryPath{cb, chb}
 	return nil
 }
 
@@ -424,8 +447,7 @@ func connectRanks(ranks []*memoryRank, i, j int) error {
 const memoryWait = 30 * time.Second
 
 // allToAll has every rank write 8 bytes (its rank + 1) into its slot of every other rank's
-// window, one write at a time: over the DC queue pair to every peer when the rank has one, and
-// over the channel to every peer it is connected to.
+// window, one write at a time, over each of its paths to the peer (DC, RC or both).
 func allToAll(ctx context.Context, ranks []*memoryRank) error {
 	for i, r := range ranks {
 		val := make([]byte, 8)
@@ -435,14 +457,14 @@ func allToAll(ctx context.Context, ranks []*memoryRank) error {
 				continue
 			}
 			raddr := t.win.Addr + uint64(8*i)
-			if ch := r.chans[j]; ch != nil {
-				if err := r.writeRC(ctx, ch, val, raddr, t.win.RKey); err != nil {
-					return fmt.Errorf("rank %d to rank %d over RC: %w", i, j, err)
-				}
-			}
-			if r.dc != nil {
-				if err := r.writeDC(ctx, t, j, val, raddr); err != nil {
-					return fmt.Errorf("rank %d to rank %d over DC: %w", i, j, err)
+			for _, p := range []struct {
+				name  string
+				paths map[int]memoryPath
+			}{{"RC", r.rc}, {"DC", r.dc}} {
+				if path, ok := p.paths[j]; ok {
+					if err := r.write(ctx, path.ch, val, raddr, t.win.RKey); err != nil {
+						return fmt.Errorf("rank %d to rank %d over %s: %w", i, j, p.name, err)
+					}
 				}
 			}
 		}
@@ -450,7 +472,8 @@ func allToAll(ctx context.Context, ranks []*memoryRank) error {
 	return nil
 }
 
-func (r *memoryRank) writeRC(ctx context.Context, ch *multirail.Channel, val []byte, raddr uint64, rkey uint32) error {
+// write puts val at (raddr, rkey) over ch and waits for its completion.
+func (r *memoryRank) write(ctx context.Context, ch *multirail.Channel, val []byte, raddr uint64, rkey uint32) error {
 	ctx, cancel := context.WithTimeout(ctx, memoryWait)
 	defer cancel()
 	req := r.net.NewRequest(nil)
@@ -461,35 +484,6 @@ func (r *memoryRank) writeRC(ctx context.Context, ch *multirail.Channel, val []b
 	}
 	r.net.Release(req)
 	return err
-}
-
-// writeDC writes val at raddr of rank j (t) over the DC queue pair, creating the address handle
-// of j's port at first contact, and waits for the completion.
-func (r *memoryRank) writeDC(ctx context.Context, t *memoryRank, j int, val []byte, raddr uint64) error {
-	ah := r.ahs[j]
-	if ah == nil {
-		var err error
-		if ah, err = r.ep.PD.CreateAH(ibv.AHAttr{Addr: t.port.Addr, DLID: t.port.LID, PortNum: 1}); err != nil {
-			return err
-		}
-		r.ahs[j] = ah
-	}
-	if err := r.dc.PostSend(&ibv.SendWR{ID: uint64(j), Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: val,
-		AH: ah, RemoteQPN: t.dc.Num(), RemoteAddr: raddr, RKey: t.win.RKey}); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, memoryWait)
-	defer cancel()
-	var wc [1]ibv.WC
-	for r.dcCQ.Poll(wc[:]) == 0 {
-		if err := r.dcCQ.Wait(ctx); err != nil {
-			return fmt.Errorf("no completion: %w", err)
-		}
-	}
-	if wc[0].Status != ibv.WCSuccess {
-		return &ibv.WCError{Status: wc[0].Status}
-	}
-	return nil
 }
 
 // checkAllToAll checks that every write landed and, but for RC-only, that every rank's DC queue
@@ -504,31 +498,49 @@ func checkAllToAll(ranks []*memoryRank, kind string) error {
 				return fmt.Errorf("rank %d's slot of rank %d holds %d, want %d", j, i, got, want)
 			}
 		}
-		if kind != MemoryRC && t.dc.DCPeers() != n-1 {
-			return fmt.Errorf("rank %d's DC queue pair holds %d peer records, want %d", j, t.dc.DCPeers(), n-1)
+		if kind != MemoryRC && t.dcqp.DCPeers() != n-1 {
+			return fmt.Errorf("rank %d's DC queue pair holds %d peer records, want %d", j, t.dcqp.DCPeers(), n-1)
 		}
 	}
 	return nil
 }
 
-// runtimeTransports are the ways an rma job reaches its network peers that MemorySim runs.
-var runtimeTransports = []string{MemoryRC}
-
 // runtimeSample is what one rma job measured.
 type runtimeSample struct {
-	median, max float64 // bytes per rank
-	perPeer     float64 // bytes of the per-peer objects over N-1 (median over ranks)
-	kinds       string  // rank 0's kinds
+	median, max         float64 // bytes per rank
+	perPeer             float64 // bytes of the per-peer objects over N-1 (median over ranks)
+	openMedian, openMax float64 // RC connections open per rank (adaptive)
+	kinds               string  // rank 0's kinds
 }
 
-// runtimeMemoryJob runs an rma job of n ranks on the fabric (one node each) reaching its network
-// peers by kind (MemoryRC): every rank puts 8 bytes into every other rank's segment, a barrier, and
-// every rank's Runtime.Memory without the registered segments.
-func runtimeMemoryJob(ctx context.Context, kind string, n int) (runtimeSample, error) {
+// The traffic of the adaptive rma job, in virtual time: all-to-all rounds of puts 20 µs apart
+// for 20 ms, with a statistics window of 10 ms (GOARMCI_RC_WINDOW) and no idle eviction, so the
+// selection promotes peers up to h (GOARMCI_MAX_RC) before the memory is read.
+const (
+	adaptiveRound  = 20 * time.Microsecond
+	adaptivePhase  = 20 * time.Millisecond
+	adaptiveWindow = "10ms"
+)
+
+// runtimeMemoryJob runs an rma job of n ranks on the fabric (one node each) whose network peers
+// are reached as kind says (GOARMCI_NET_TRANSPORT; h: GOARMCI_MAX_RC for adaptive): every rank
+// puts 8 bytes into every other rank's segment (adaptive: in rounds for adaptivePhase), a
+// barrier, the values checked, and every rank's Runtime.Memory without the registered segments.
+// Call it in a bubble.
+func runtimeMemoryJob(ctx context.Context, kind string, n, h int) (runtimeSample, error) {
 	var mu sync.Mutex
-	total, perPeer := make([]float64, n), make([]float64, n)
+	total, perPeer, open := make([]float64, n), make([]float64, n), make([]float64, n)
 	var kinds []string
-	job := rmatest.FabricJob{}
+	job := rmatest.FabricJob{Configure: func(_ int, c *rma.Config) {
+		c.NetworkTransport = kind
+		c.NetworkDeviceFT = kind == MemoryAdaptive // dials through the UD connection manager
+	}}
+	if kind == MemoryAdaptive {
+		for k, v := range map[string]string{transport.EnvMaxRC: fmt.Sprint(h), transport.EnvWindow: adaptiveWindow,
+			transport.EnvIdleTimeout: "1h"} {
+			defer setEnv(k, v)()
+		}
+	}
 	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
 		seg, err := rt.Malloc(ctx, 8*n)
 		if err != nil {
@@ -536,11 +548,16 @@ func runtimeMemoryJob(ctx context.Context, kind string, n int) (runtimeSample, e
 		}
 		val := make([]byte, 8)
 		val[0], val[1] = byte(rt.Rank()+1), byte((rt.Rank()+1)>>8)
-		for p := range n {
-			if p != rt.Rank() {
-				if err := rt.Put(ctx, val, seg, p, 8*rt.Rank()); err != nil {
-					return err
+		for end := time.Now().Add(adaptivePhase); ; time.Sleep(adaptiveRound) {
+			for p := range n {
+				if p != rt.Rank() {
+					if err := rt.Put(ctx, val, seg, p, 8*rt.Rank()); err != nil {
+						return err
+					}
 				}
+			}
+			if kind != MemoryAdaptive || !time.Now().Before(end) {
+				break
 			}
 		}
 		if err := rt.Barrier(ctx); err != nil {
@@ -567,11 +584,13 @@ func runtimeMemoryJob(ctx context.Context, kind string, n int) (runtimeSample, e
 		}
 		mu.Lock()
 		total[rt.Rank()], perPeer[rt.Rank()] = float64(comm), float64(peers)/float64(n-1)
+		open[rt.Rank()] = float64(rt.Adaptive().OpenRC)
 		mu.Unlock()
 		return rt.Barrier(ctx)
 	})
 	if err != nil {
 		return runtimeSample{}, err
 	}
-	return runtimeSample{median: Median(total), max: slices.Max(total), perPeer: Median(perPeer), kinds: strings.Join(kinds, ", ")}, nil
+	return runtimeSample{median: Median(total), max: slices.Max(total), perPeer: Median(perPeer),
+		openMedian: Median(open), openMax: slices.Max(open), kinds: strings.Join(kinds, ", ")}, nil
 }

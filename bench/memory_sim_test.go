@@ -6,18 +6,23 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/hybridft"
+	"github.com/goarmci/goarmci/ibv"
 )
 
-// Jobs of 16 and 64 ranks built whole and one of 128 extrapolated, h = 4: the accounted bytes a
-// peer adds are the same in both jobs (an RC connection, a DC record: constant per peer), a DC
-// record is the engine's new-record figure plus an address handle, DC-only grows by a record
-// per peer and stays well below RC-only, adaptive is DC-only plus h RC connections, and the
-// extrapolated row is the largest job's plus a peer's cost per further peer; an rma job of 16
-// ranks holds the same per rank but the channel records. The jobs' own checks ran too: every
+// Jobs of 8 and 64 ranks built whole and one of 128 extrapolated, h = 4: the accounted bytes a
+// peer adds are the same in both jobs (an RC connection, a DC peer: constant per peer), a DC
+// peer is the engine's new-record figure plus the view and the channel, DC-only grows by a DC peer
+// per peer and stays below RC-only, adaptive is DC-only plus h RC connections, and the
+// extrapolated row is the largest job's plus a peer's cost per further peer; rma jobs of 8
+// ranks (rc, dc, adaptive) hold the same per peer but the channel records, and adaptive stays
+// within h RC connections. The jobs' own checks ran too: every
 // write landed, every DC queue pair holds N−1 records.
 func TestMemorySim(t *testing.T) {
 	const h = 4
-	res, err := MemorySim(context.Background(), MemoryOptions{Ranks: []int{64, 16, 128}, MaxRC: h, FullRanks: 64, RuntimeRanks: 16})
+	dcView := float64(ibv.SizeOf[hybridft.Conn]() + ibv.SizeOf[ibv.AH]() + channelBytes)
+	res, err := MemorySim(context.Background(), MemoryOptions{Ranks: []int{64, 8, 128}, MaxRC: h, FullRanks: 64, RuntimeRanks: 8}, bubbleOf(t))
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	table, costs, rmaJobs := res[0], res[1], res[2]
@@ -35,24 +40,27 @@ func TestMemorySim(t *testing.T) {
 	}
 	val := func(r *Result, row int, name string) float64 { return r.Rows[row].Values[col(r, name)] }
 
-	for i, n := range []int{16, 64} {
+	for i, n := range []int{8, 64} {
 		assert.Equal(t, n, costs.Rows[i].Size)
 		assert.Equal(t, float64(n-1), val(costs, i, "DC records per rank"))
 		assert.Equal(t, float64(h), val(costs, i, "adaptive RC connections"))
-		assert.Equal(t, val(costs, i, "new DC record (B)")+float64(ahBytes), val(costs, i, "DC record (B)"),
-			"a DC record: the engine's new record and the address handle")
+		assert.Equal(t, val(costs, i, "new DC record (B)")+dcView, val(costs, i, "DC peer (B)"),
+			"a DC peer: the engine's new record, the view with its address handle, the channel")
 	}
-	rcConn, dcRec := val(costs, 1, "RC connection (B)"), val(costs, 1, "DC record (B)")
-	assert.Equal(t, val(costs, 0, "RC connection (B)"), rcConn, "an RC connection costs the same at 16 and 64 ranks")
-	assert.Equal(t, dcRec, val(costs, 0, "DC record (B)"), "a DC record costs the same at 16 and 64 ranks")
+	rcConn, dcRec := val(costs, 1, "RC connection (B)"), val(costs, 1, "DC peer (B)")
+	assert.Equal(t, val(costs, 0, "RC connection (B)"), rcConn, "an RC connection costs the same at 8 and 64 ranks")
+	assert.Equal(t, dcRec, val(costs, 0, "DC peer (B)"), "a DC peer costs the same at 8 and 64 ranks")
 	assert.Less(t, dcRec, rcConn)
 
 	kib := func(row int, name string) float64 { return val(table, row, name) * 1024 }
-	assert.Equal(t, []int{16, 64, 128}, []int{table.Rows[0].Size, table.Rows[1].Size, table.Rows[2].Size})
+	assert.Equal(t, []int{8, 64, 128}, []int{table.Rows[0].Size, table.Rows[1].Size, table.Rows[2].Size})
 	assert.Equal(t, []float64{1, 1, 0}, []float64{val(table, 0, "measured"), val(table, 1, "measured"), val(table, 2, "measured")})
-	assert.InDelta(t, 48*dcRec, kib(1, "DC median (KiB)")-kib(0, "DC median (KiB)"), 1e-6, "DC-only grows by a record per peer")
-	assert.InDelta(t, 48*rcConn, kib(1, "RC median (KiB)")-kib(0, "RC median (KiB)"), 1e-6, "RC-only grows by a connection per peer")
-	assert.Less(t, kib(1, "DC median (KiB)"), 2.0/3*kib(1, "RC median (KiB)"), "DC-only at 64 ranks")
+	assert.InDelta(t, 56*dcRec, kib(1, "DC median (KiB)")-kib(0, "DC median (KiB)"), 1e-6, "DC-only grows by a record per peer")
+	assert.InDelta(t, 56*rcConn, kib(1, "RC median (KiB)")-kib(0, "RC median (KiB)"), 1e-6, "RC-only grows by a connection per peer")
+	// as rma builds it a DC peer costs nearly an RC connection (a view with the hybridft record
+	// and a channel per peer besides the engine's record); the engine's record alone is well below
+	assert.Less(t, kib(1, "DC median (KiB)"), kib(1, "RC median (KiB)"), "DC-only at 64 ranks")
+	assert.Less(t, val(costs, 1, "new DC record (B)"), 0.6*rcConn)
 	for row := range 2 {
 		dc, ad := kib(row, "DC median (KiB)"), kib(row, "adaptive median (KiB)")
 		assert.Greater(t, ad, dc)
@@ -65,12 +73,16 @@ func TestMemorySim(t *testing.T) {
 	assert.InDelta(t, kib(1, "RC median (KiB)")+64*rcConn, kib(2, "RC median (KiB)"), 1e-6, "128 ranks extrapolated per peer")
 	assert.InDelta(t, kib(1, "adaptive max (KiB)")+64*dcRec, kib(2, "adaptive max (KiB)"), 1e-6)
 
-	// the rma job of 16 ranks holds the same connections, without the channel records
+	// the rma job of 8 ranks holds the same connections, without the channel records
 	require.Len(t, rmaJobs.Rows, 1)
-	assert.Equal(t, 16, rmaJobs.Rows[0].Size)
+	assert.Equal(t, 8, rmaJobs.Rows[0].Size)
 	assert.Equal(t, rcConn-float64(channelBytes), val(rmaJobs, 0, "rc per peer (B)"))
-	assert.InDelta(t, kib(0, "RC median (KiB)")-15*float64(channelBytes), val(rmaJobs, 0, "rc median (KiB)")*1024, 1e-6,
+	assert.InDelta(t, kib(0, "RC median (KiB)")-7*float64(channelBytes), val(rmaJobs, 0, "rc median (KiB)")*1024, 1e-6,
 		"rma's rank: the same connections and completion queue")
+	assert.Equal(t, dcRec-float64(channelBytes), val(rmaJobs, 0, "dc per peer (B)"), "rma's DC peer: the same view and record")
+	assert.LessOrEqual(t, val(rmaJobs, 0, "adaptive RC open max"), float64(h), "GOARMCI_MAX_RC bounds the RC connections")
+	assert.Greater(t, val(rmaJobs, 0, "adaptive median (KiB)"), val(rmaJobs, 0, "dc median (KiB)"),
+		"adaptive: the shared path and the connection manager")
 }
 
 // The RC pairs of the adaptive configuration give every rank h connections (h−1 when h and the
@@ -105,7 +117,7 @@ func TestMemorySimOptions(t *testing.T) {
 		{Ranks: []int{300, 512}},
 		{Ranks: []int{4}, RuntimeRanks: 512},
 	} {
-		_, err := MemorySim(context.Background(), o)
+		_, err := MemorySim(context.Background(), o, bubbleOf(t))
 		assert.ErrorIs(t, err, ErrOptions, "%+v", o)
 	}
 }

@@ -168,7 +168,7 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
 		case bench.ScaleMemory:
 			res, err = bench.MemorySim(ctx, bench.MemoryOptions{Ranks: ranks, MaxRC: f.maxRC, FullRanks: f.full,
-				RuntimeRanks: f.rmaRanks, Progress: progress})
+				RuntimeRanks: f.rmaRanks, Progress: progress}, bubble)
 		default:
 			qps, qerr := intList("qps", f.qps)
 			if qerr != nil {
