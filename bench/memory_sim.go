@@ -29,7 +29,8 @@ import (
 // connection and channel APIs on the in-process fabric, one node per rank, and every rank
 // communicates with every other rank once (all-to-all: the worst case for RC); each rank's
 // bytes are then read from its objects' own accounting (ibv.QP.MemoryFootprint, ibv.CQ,
-// hybridft.Conn), and the Go heap the job added is read from the runtime.
+// hybridft.Conn), and the Go heap the job added is read from the runtime. Smaller jobs also
+// run as rma jobs under each GOARMCI_NET_TRANSPORT, every rank reading its Runtime.Memory.
 
 // ScaleMemory is the name of the memory simulation (goarmci bench memory -sim).
 const ScaleMemory = "memory"
@@ -98,10 +99,15 @@ type memorySample struct {
 // Jobs of up to o.FullRanks ranks are built whole (one fabric node per rank); a row of a larger
 // job is extrapolated from the largest job built: its value there plus, per further peer, the
 // bytes a peer added per rank there (an RC connection for RC-only, a DC peer for the others).
+// Jobs of up to o.RuntimeRanks ranks also run as rma jobs (rmatest.StartFabricJob, inside
+// bubble: testing/synctest, the adaptive selection's window on virtual time) under
+// GOARMCI_NET_TRANSPORT=rc, dc and adaptive (GOARMCI_MAX_RC=h, all-to-all rounds of puts until
+// peers are promoted), and every rank reads its Runtime.Memory.
 // Results: the table per job size (median and max over the ranks of the accounted bytes, the Go
-// heap per rank, whether measured) and the per-peer costs of the jobs built. Errors wrap
-// ErrOptions, the fabric's and the verbs', and name the rank whose check failed (every write
-// landed; every DC queue pair holds a record per peer).
+// heap per rank, whether measured), the per-peer costs of the jobs built and, when an rma job
+// ran, the rma jobs' table (median and max per rank, per peer, the RC connections adaptive
+// holds). Errors wrap ErrOptions, the fabric's, the verbs' and rma's, and name the rank whose
+// check failed (every write landed; every DC queue pair holds a record per peer).
 func MemorySim(ctx context.Context, o MemoryOptions, bubble func(func())) ([]*Result, error) {
 	if len(o.Ranks) == 0 {
 		o.Ranks = []int{64, 256, 1024}
