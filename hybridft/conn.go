@@ -164,7 +164,7 @@ type Conn struct {
 	outageSince time.Time
 	peerRec     map[uint32]record // the peer's responder records by incarnation
 	ownRec      map[uint32]record // ours
-	rec         protoState        // re-establishment protocol (manager goroutine)
+	rec         *protoState       // re-establishment protocol (manager goroutine); fault-tolerant connections only
 	lg          zerolog.Logger    // failover and recovery events (ConnectOptions.Log)
 	apmRetryAt  time.Time
 	apmForced   time.Time
@@ -269,7 +269,7 @@ func (ep *Endpoint) NewConn() (*Conn, error) {
 	m := ep.ft.m
 	c.ft, c.m = ep.ft, m
 	c.id = rand.Uint64() | 1
-	c.rec.recCore = newRecCore(c.id, m.opts.Resend, m.opts.Probe)
+	c.rec = &protoState{recCore: newRecCore(c.id, m.opts.Resend, m.opts.Probe)}
 	c.drv, _ = provider.QPDriver(qp).(recoveryDriver)
 	c.log.init(qp.Cap().MaxSendWR)
 	c.home = apm.Path{Port: ep.Port, PathBits: ep.PathBits}

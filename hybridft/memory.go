@@ -14,6 +14,9 @@ func (c *Conn) MemoryFootprint() int64 {
 	}
 	c.mu.Lock()
 	n := ibv.SizeOf[Conn]() + int64(c.log.e.Len())*ibv.SizeOf[entry]()
+	if c.rec != nil {
+		n += ibv.SizeOf[protoState]()
+	}
 	c.mu.Unlock()
 	return n + c.qp.MemoryFootprint()
 }

@@ -44,7 +44,7 @@ type adaptive struct {
 	last   []adLast
 	queued []transport.Decision // from Admit (evictions to make room), carried out at the next evaluation
 	rels   []adRelease          // peers that asked to close their connection to this rank
-	ctl    odControl            // the connection manager's admission and disconnect, or nil
+	od     *hybridft.OnDemand   // the connection manager's on-demand setup: dial, admission, disconnect
 
 	wake   chan struct{} // a release is queued
 	cancel context.CancelFunc
@@ -64,14 +64,6 @@ type adLast struct {
 type adRelease struct {
 	peer int
 	done func()
-}
-
-// odControl is what the driver needs of the connection manager beyond dialling: admission of
-// incoming connections and the disconnect handshake (hybridft.OnDemand).
-type odControl interface {
-	SetAdmit(admit func(peer uint32) bool)
-	SetRelease(release func(peer uint32, conns []*hybridft.Conn, done func()))
-	Disconnect(ctx context.Context, peer uint32) error
 }
 
 // dialTimeout bounds a promotion's dial: a peer that does not answer stays on the shared path.
@@ -94,13 +86,9 @@ func newAdaptive(r *Runtime) (*adaptive, error) {
 // hook installs the admission and release callbacks on the connection manager's on-demand
 // setup, right after it is created (before any peer can dial).
 func (a *adaptive) hook(od *hybridft.OnDemand) {
-	ctl, ok := any(od).(odControl)
-	if !ok {
-		return
-	}
-	a.ctl = ctl
-	ctl.SetAdmit(a.admit)
-	ctl.SetRelease(a.release)
+	a.od = od
+	od.SetAdmit(a.admit)
+	od.SetRelease(a.release)
 }
 
 // start begins the evaluations once every peer's shared-path channel exists (end of connect).
@@ -297,7 +285,7 @@ func (a *adaptive) disconnect(ctx context.Context, pe *peer) {
 	a.r.odMu.Lock()
 	rc := pe.rc
 	a.r.odMu.Unlock()
-	if rc == nil || a.ctl == nil {
+	if rc == nil || a.od == nil {
 		return
 	}
 	if pe.ch.Load() == rc { // never: the selector demotes before it closes
@@ -306,7 +294,7 @@ func (a *adaptive) disconnect(ctx context.Context, pe *peer) {
 		pe.gate.Store(false)
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	err := a.ctl.Disconnect(dctx, uint32(pe.rank))
+	err := a.od.Disconnect(dctx, uint32(pe.rank))
 	cancel()
 	if err != nil {
 		a.r.log.Debug().Err(err).Int("peer", pe.rank).Msg("rma: adaptive transport: disconnect")

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/internal/config"
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
+	"github.com/goarmci/goarmci/rma/transport"
 )
 
 // netTransport configures every rank of a job for GOARMCI_NET_TRANSPORT=mode.
@@ -38,8 +40,25 @@ func TestSharedPathFabricJob(t *testing.T) {
 	for name, plan := range plans {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				var fab *fabric.Fabric
 				rmatest.RunFabric(t, 8, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 					fabricJob(ctx, t, rt)
+					require.NoError(t, rt.Barrier(ctx))
+					if rt.Rank() == 0 && len(plan.Rules) > 0 {
+						var lost, dup int64
+						for p := 0; p < 8; p++ {
+							for q := 0; q < 8; q++ {
+								if p != q {
+									st := fab.Stats(p, q, 1)
+									lost += int64(st.Lost)
+									dup += int64(st.Delivered) - int64(st.Sent-st.Lost)
+								}
+							}
+						}
+						t.Logf("%d packets lost, %d duplicated (net of reordering)", lost, dup)
+						require.Positive(t, lost, "the plan lost no packet")
+						require.Positive(t, dup, "the plan duplicated no packet")
+					}
 					mem := rt.Memory()
 					for _, k := range mem.Kinds {
 						require.NotEqual(t, rma.MemRC, k.Kind, "rank %d holds RC connections on the shared path", rt.Rank())
@@ -48,7 +67,8 @@ func TestSharedPathFabricJob(t *testing.T) {
 					for _, p := range mem.Peers {
 						require.Equal(t, rma.MemDC, p.Kind, "peer %d", p.Rank)
 					}
-				}, rmatest.Fabric(fabric.Config{Plan: plan}), netTransport(rma.NetDC, name == "faults"))
+				}, rmatest.Fabric(fabric.Config{Plan: plan}), rmatest.OnFabric(func(f *fabric.Fabric) { fab = f }),
+					netTransport(rma.NetDC, name == "faults"))
 			})
 		})
 	}
@@ -239,4 +259,59 @@ func TestAdaptiveBoundEvictionRedial(t *testing.T) {
 			}
 		}, netTransport(rma.NetAdaptive, true), rmatest.Timeout(5*time.Minute))
 	})
+}
+
+// Under the adaptive transport with h = 1, traffic that moves from one peer to another moves the
+// RC connection with it while operations to both keep flowing: rank 0 first sends mostly to
+// rank 1, then mostly to rank 2 with a trickle to rank 1, so rank 1 is demoted (its connection
+// closed to make room) and rank 2 promoted mid-traffic; the last value of every put sequence is
+// exact at its target (allToAllPhase), across both switches.
+func TestAdaptiveFollowsShiftingTraffic(t *testing.T) {
+	adaptiveEnv(t, 1)
+	synctest.Test(t, func(t *testing.T) {
+		rmatest.RunFabric(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			var on1, on2 bool
+			sample := func() {
+				st := rt.Adaptive()
+				on1 = on1 || slices.Contains(st.OnRC, 1)
+				on2 = on2 || slices.Contains(st.OnRC, 2)
+			}
+			phase := func(heavy, light int) func(int) []int {
+				return func(round int) []int {
+					switch {
+					case rt.Rank() != 0:
+						return nil
+					case round%8 == 0:
+						return []int{heavy, light}
+					}
+					return []int{heavy}
+				}
+			}
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, phase(1, 2), sample)
+			if rt.Rank() == 0 {
+				require.True(t, on1, "rank 1 not promoted while it took most of the traffic")
+			}
+			on2 = false
+			allToAllPhase(ctx, t, rt, 60*time.Millisecond, phase(2, 1), sample)
+			if rt.Rank() == 0 {
+				st := rt.Adaptive()
+				t.Logf("rank 0: %+v", st)
+				require.True(t, on2, "rank 2 not promoted when the traffic moved to it")
+				require.LessOrEqual(t, st.OpenRC, 1)
+				require.Positive(t, st.Demotions)
+			}
+		}, netTransport(rma.NetAdaptive, true))
+	})
+}
+
+// The environment's defaults of the adaptive selection (internal/config's table, what Init
+// reads) are the selection core's (transport.DefaultConfig).
+func TestAdaptiveDefaultsAgree(t *testing.T) {
+	c := config.Default()
+	d := transport.DefaultConfig()
+	require.Equal(t, d.MaxRC, c.MaxRC)
+	require.Equal(t, d.Window, c.RCWindow)
+	require.Equal(t, d.Gamma, c.RCGamma)
+	require.Equal(t, d.IdleTimeout, c.RCIdleTimeout)
+	require.Equal(t, rma.NetRC, c.NetTransport)
 }

@@ -3,12 +3,11 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
-// The environment variables of the selection, read by ConfigFromEnviron.
+// The environment variables of the selection (internal/config parses them for rma; Validate's
+// errors name them).
 const (
 	// EnvMaxRC bounds the RC connections a rank keeps open (h of [Takagi15 §3.2]); 0 keeps every
 	// network peer on the shared path.
@@ -65,45 +64,4 @@ func (c Config) Validate() error {
 		bad("Costs", "non-negative costs and at least one ring entry", k)
 	}
 	return errors.Join(errs...)
-}
-
-// ConfigFromEnviron returns DefaultConfig with the GOARMCI_MAX_RC, GOARMCI_RC_WINDOW,
-// GOARMCI_RC_GAMMA and GOARMCI_RC_IDLE_TIMEOUT values of environ ("KEY=value" strings, as
-// os.Environ) applied; empty values count as unset. A value that does not parse or is out of
-// range gives an error wrapping ErrBadConfig that names the variable (all of them, joined),
-// and the zero Config.
-func ConfigFromEnviron(environ []string) (Config, error) {
-	c := DefaultConfig()
-	var errs []error
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		if v = strings.TrimSpace(v); v == "" {
-			continue
-		}
-		var err error
-		switch k {
-		case EnvMaxRC:
-			c.MaxRC, err = strconv.Atoi(v)
-		case EnvWindow:
-			c.Window, err = time.ParseDuration(v)
-		case EnvGamma:
-			c.Gamma, err = time.ParseDuration(v)
-		case EnvIdleTimeout:
-			c.IdleTimeout, err = time.ParseDuration(v)
-		default:
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %s=%q: %w", ErrBadConfig, k, v, err))
-		}
-	}
-	if len(errs) == 0 {
-		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
-	return c, nil
 }

@@ -10,8 +10,8 @@
 // [Sridhar08].
 //
 // Everything here is a pure core: no goroutine, no clock read, no I/O. Events come in with the
-// time passed by the caller, decisions and actions come out; a driver in rma (not written yet)
-// records operations, calls Selector.Evaluate about once a second, opens and closes queue pairs
-// and feeds each peer's Switch. Bad input returns an error wrapping a sentinel of this package
+// time passed by the caller, decisions and actions come out; rma's adaptive transport
+// (GOARMCI_NET_TRANSPORT=adaptive) is the driver: it counts operations, calls Selector.Evaluate
+// about once a second, dials and closes RC connections and feeds each peer's Switch. Bad input returns an error wrapping a sentinel of this package
 // and changes nothing.
 package transport
