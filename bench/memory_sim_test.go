@@ -58,9 +58,8 @@ func TestMemorySim(t *testing.T) {
 	assert.InDelta(t, 56*dcRec, kib(1, "DC median (KiB)")-kib(0, "DC median (KiB)"), 1e-6, "DC-only grows by a record per peer")
 	assert.InDelta(t, 56*rcConn, kib(1, "RC median (KiB)")-kib(0, "RC median (KiB)"), 1e-6, "RC-only grows by a connection per peer")
 	// as rma builds it a DC peer costs nearly an RC connection (a view with the hybridft record
-	// and a channel per peer besides the engine's record); the engine's record alone is well below
+	// and a channel per peer besides the engine's record)
 	assert.Less(t, kib(1, "DC median (KiB)"), kib(1, "RC median (KiB)"), "DC-only at 64 ranks")
-	assert.Less(t, val(costs, 1, "new DC record (B)"), 0.6*rcConn)
 	for row := range 2 {
 		dc, ad := kib(row, "DC median (KiB)"), kib(row, "adaptive median (KiB)")
 		assert.Greater(t, ad, dc)
