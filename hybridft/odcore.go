@@ -126,7 +126,7 @@ const (
 	odConnect                              // connect Peer's queue pairs to Remote (one each, in order), close those past len(Remote); answer odConnected
 	odCloseQPs                             // close Peer's queue pairs
 	odEstablished                          // Peer is connected: run accept, wake its Dials (Waited: a Dial was waiting)
-	odFailed                               // Peer's attempt ended with Err: its Dials return Err, the peer is forgotten
+	odFailed                               // Peer's attempt ended with Err: its Dials return Err (or dial anew: Redial), the peer is forgotten
 	odAdmit                                // ask the consumer whether to accept Peer's CONN_REQ Msg (a copy); answer odAdmitted
 	odRelease                              // hand Peer's connections to the consumer to release; answer odReleased when it is done
 	odGone                                 // Peer is forgotten: disconnected (Err nil), or its disconnect ended with Err; wake its Disconnects
@@ -142,7 +142,8 @@ type odAction struct {
 	Msg    udcm.Msg
 	K      int
 	Remote []ConnInfo
-	Waited bool
+	Waited bool // odEstablished
+	Redial bool // odFailed: the attempt was the peer's (accepting): the Dials that waited on it start their own
 	Err    error
 }
 
@@ -345,12 +346,15 @@ func (c *odCore) answered(peer uint32, t udcm.Type, nonce uint32, now time.Time)
 	return false
 }
 
-// fail ends p's attempt with err: its queue pairs are closed, the peer forgotten.
+// fail ends p's attempt with err: its queue pairs are closed, the peer forgotten. The Dials that
+// waited on an attempt of the peer's (accepting) start one of their own (Redial): the peer gave
+// it up (its REJ, its DREQ before confirming), or a late copy of an abandoned REQ started it.
 func (c *odCore) fail(p *odPeer, now time.Time, err error, out []odAction) []odAction {
 	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
 	delete(c.peers, p.id)
 	delete(c.pending, p.id)
-	return append(out, odAction{Kind: odCloseQPs, Peer: p.id}, odAction{Kind: odFailed, Peer: p.id, Err: err})
+	return append(out, odAction{Kind: odCloseQPs, Peer: p.id},
+		odAction{Kind: odFailed, Peer: p.id, Err: err, Redial: p.role == odAccepting})
 }
 
 func (c *odCore) tick(now time.Time, out []odAction) []odAction {
@@ -411,7 +415,7 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 		}
 		c.stats.Ignored++ // stale, or a duplicate RTU
 	case udcm.ConnREJ:
-		if p := c.peers[peer]; p != nil && p.role != odDone && p.nonce == msg.Inc {
+		if p := c.peers[peer]; p != nil && (p.role == odDialing || p.role == odAccepting) && p.nonce == msg.Inc {
 			c.stats.Rejected++
 			return c.fail(p, now, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
 		}
@@ -459,7 +463,14 @@ func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, admitted bool,
 		c.stats.Superseded++ // theirs wins: our Dials get the accepted connections
 		out = append(out, odAction{Kind: odCloseQPs, Peer: peer})
 	case p.role == odAccepting && p.nonce != msg.Inc:
-		out = append(out, odAction{Kind: odCloseQPs, Peer: peer}) // a new attempt replaces one never confirmed
+		// another attempt while one is accepted but not confirmed: which is the newer is unknown
+		// (a late copy of a REQ the dialer abandoned, or the dialer abandoned ours). Our REP says
+		// which one we hold: the dialer confirms it (RTU), or rejects it (REJ) and its resent REQ
+		// is accepted then. Replacing ours could close queue pairs the dialer has connected to.
+		if !p.sent {
+			return out
+		}
+		return c.answer(p, now, false, out)
 	case p.nonce == msg.Inc && (p.role == odAccepting || !p.dialer):
 		return c.answer(p, now, true, out) // our REP was lost (or crossed the RTU)
 	default:

@@ -200,12 +200,12 @@ func TestODCoreDisconnectScripts(t *testing.T) {
 		},
 		{
 			name: "DREQ before the RTU (reordered): the accepting end answers, closes its unconfirmed queue pairs; " +
-				"its waiting Dial fails with ErrNotConnected; the late RTU is stale", self: b,
+				"its waiting Dial dials anew; the late RTU is stale", self: b,
 			script: []odtStep{
 				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
 				{1 * ms, evDial(a, 9), nil},
-				{2 * ms, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7)), aClose(a), aFailed(a, ErrNotConnected)}},
+				{2 * ms, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7)), aClose(a), aFailedPassive(a, ErrNotConnected)}},
 				{3 * ms, evMsg(odtRTU(a, b, 7)), nil},
 			},
 			stats: OnDemandStats{Ignored: 1}, role: map[uint32]odRole{a: 0},

@@ -135,6 +135,7 @@ type odLink struct {
 	handed  bool          // the consumer got the connections (accept, Dial or Connected)
 	done    chan struct{} // closed when established (after accept returned) or failed
 	err     error
+	redial  bool          // failed: the attempt was the peer's, its Dials start their own
 	gone    chan struct{} // closed when the peer is forgotten after a disconnect, or it ended with goneErr
 	goneErr error
 }
@@ -249,32 +250,41 @@ func (d *OnDemand) Stats() OnDemandStats {
 // concurrent Dials of the peer return the same connections, a Dial during the peer's own dial
 // waits for that, a Dial during a disconnect of the peer waits for it to end and then makes new
 // connections. The connections belong to the caller (Close them before the manager's devices);
-// the slice is a copy. Errors: ibv.ErrInvalidArgument (peer is self), ErrMalformed (addr),
-// ErrRejected (the peer refused: its admission, or its resources), ErrNotConnected (waiting on
-// the peer's own dial, which it disconnected before confirming it here), ErrClosed, the
-// context's error (the attempt stays pending and a later Dial resumes it), those of creating
-// queue pairs.
+// the slice is a copy. A Dial that waits on the peer's own dial which then fails (the peer gave
+// it up) makes an attempt of its own. Errors: ibv.ErrInvalidArgument (peer is self),
+// ErrMalformed (addr), ErrRejected (the peer refused: its admission, or its resources),
+// ErrClosed, the context's error (the attempt stays pending and a later Dial resumes it), those
+// of creating queue pairs.
 func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn, error) {
 	if peer == d.self {
 		return nil, fmt.Errorf("hybridft: dial: %w: peer %d is this process", ibv.ErrInvalidArgument, peer)
 	}
 	for {
-		d.mu.Lock()
-		if d.core.closed {
-			d.mu.Unlock()
-			return nil, ErrClosed
+		conns, again, err := d.dialOnce(ctx, peer, addr)
+		if !again {
+			return conns, err
 		}
-		p, l := d.core.peers[peer], d.links[peer]
-		if p == nil || l == nil || p.role != odClosing && p.role != odReleasing {
-			break // d.mu held
-		}
+	}
+}
+
+// dialOnce waits for a disconnect of peer in progress to end, or joins or starts an attempt and
+// waits for it. again: dial anew (the disconnect ended; or the attempt was the peer's and it
+// failed, see odAction.Redial).
+func (d *OnDemand) dialOnce(ctx context.Context, peer uint32, addr []byte) ([]*Conn, bool, error) {
+	d.mu.Lock()
+	if d.core.closed {
+		d.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if p, l := d.core.peers[peer], d.links[peer]; p != nil && l != nil && (p.role == odClosing || p.role == odReleasing) {
 		d.mu.Unlock()
 		select {
 		case <-l.gone:
+			return nil, true, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
 		case <-d.m.ctx.Done():
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 		}
 	}
 	ev := odEvent{Kind: odDial, Peer: peer, Nonce: rand.Uint32() | 1}
@@ -282,7 +292,7 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		a, err := unmarshalODAddr(addr)
 		if err != nil {
 			d.mu.Unlock()
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, err)
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, err)
 		}
 		ev.Addr = a
 	}
@@ -293,10 +303,10 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		d.finish(after)
 		for _, f := range after.fin {
 			if f.err != nil {
-				return nil, f.err
+				return nil, false, f.err
 			}
 		}
-		return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+		return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 	}
 	d.mu.Unlock()
 	d.finish(after)
@@ -314,13 +324,13 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 	select {
 	case <-l.done: // established or failed meanwhile: that is the answer
 		if l.err != nil {
-			return nil, l.err
+			return nil, l.redial && err == nil && !d.core.closed, l.err
 		}
 		l.handed = true
-		return append([]*Conn(nil), l.conns...), nil
+		return append([]*Conn(nil), l.conns...), false, nil
 	default:
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // Disconnect tears down the connections to peer by agreement of both ends (CONN_DREQ/DREP, the
@@ -470,7 +480,7 @@ func (d *OnDemand) step(ev odEvent, now time.Time) odAfter {
 			l.handed = d.accept != nil || a.Waited
 			after.fin = append(after.fin, l)
 		case odFailed:
-			l.conns, l.err = nil, a.Err
+			l.conns, l.err, l.redial = nil, a.Err, a.Redial
 			delete(d.links, a.Peer)
 			after.fin = append(after.fin, l)
 		case odAdmit:

@@ -2,7 +2,9 @@ package hybridft
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -340,5 +342,166 @@ func TestFabricOnDemandDisconnectErrors(t *testing.T) {
 
 		require.NoError(t, a.d.Close())
 		require.ErrorIs(t, a.d.Disconnect(ctx, b.id), ErrClosed)
+	})
+}
+
+// churnConsumer is a consumer of one node's OnDemand that keeps a table of its connections per
+// peer as rma would: accept installs them, release drops them on a goroutine that holds the
+// peer's operation lock, and Dial and Disconnect run under that lock (one operation per peer at a
+// time, as rma's per-peer switch does).
+type churnConsumer struct {
+	n    *odNode
+	mu   sync.Mutex
+	conn map[uint32][]*Conn
+	ops  map[uint32]*sync.Mutex
+	wg   sync.WaitGroup
+}
+
+func newChurnConsumer(n *odNode, peers []*odNode, seed uint64) *churnConsumer {
+	c := &churnConsumer{n: n, conn: map[uint32][]*Conn{}, ops: map[uint32]*sync.Mutex{}}
+	rng := rand.New(rand.NewPCG(seed, uint64(n.id)))
+	n.d.SetAdmit(func(uint32) bool { return rng.IntN(4) > 0 }) // one in four refused (on the manager goroutine)
+	for _, p := range peers {
+		c.ops[p.id] = new(sync.Mutex)
+	}
+	n.mu.Lock()
+	n.onAccept = c.install
+	n.mu.Unlock()
+	n.d.SetRelease(func(peer uint32, conns []*Conn, done func()) {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			op := c.ops[peer]
+			op.Lock()
+			defer op.Unlock()
+			c.drop(peer, conns)
+			done()
+		}()
+	})
+	return c
+}
+
+// install is called by the node's accept.
+func (c *churnConsumer) install(peer uint32, conns []*Conn) {
+	c.mu.Lock()
+	c.conn[peer] = conns
+	c.mu.Unlock()
+}
+
+// drop closes conns and forgets them if they are still the table's.
+func (c *churnConsumer) drop(peer uint32, conns []*Conn) {
+	closeConns(conns)
+	c.mu.Lock()
+	if sameConns(c.conn[peer], conns) {
+		delete(c.conn, peer)
+	}
+	c.mu.Unlock()
+}
+
+func (c *churnConsumer) dial(t *testing.T, to *odNode) {
+	op := c.ops[to.id]
+	op.Lock()
+	defer op.Unlock()
+	_, err := c.n.d.Dial(context.Background(), to.id, to.d.Addr())
+	if err != nil && !errors.Is(err, ErrRejected) { // refused by the peer's admission
+		t.Errorf("%d dials %d: %v", c.n.id, to.id, err)
+	}
+}
+
+func (c *churnConsumer) disconnect(t *testing.T, to *odNode) {
+	op := c.ops[to.id]
+	op.Lock()
+	defer op.Unlock()
+	c.mu.Lock()
+	cs := c.conn[to.id]
+	c.mu.Unlock()
+	switch err := c.n.d.Disconnect(context.Background(), to.id); {
+	case err == nil:
+		c.drop(to.id, cs)
+	case !errors.Is(err, ErrNotConnected):
+		t.Errorf("%d disconnects %d: %v", c.n.id, to.id, err)
+	}
+}
+
+// Churn: 4 processes, each dialing and disconnecting each other at random moments, from both
+// ends of every pair at once, admission refusing one request in four, with 10% packet loss and
+// per-link latencies up to 3 ms (copies of a message on the two rails arrive far apart, late
+// copies of earlier attempts meet later ones). Once quiet, every pair is connected at both ends
+// (the two ends of one queue pair per rail, data flow) or forgotten at both; no process holds a
+// queue pair that is not in a connection of its table.
+func TestFabricOnDemandChurn(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		const n, rails, ops = 4, 2, 20
+		plan := fabric.Plan{Seed: seed}
+		plan.Noise(n, rails, 0.1, fabric.Range{Min: 10 * time.Microsecond, Max: 3 * time.Millisecond})
+		nodes := fabODNodes(t, n, rails, plan)
+		cons := make([]*churnConsumer, n)
+		for i, nd := range nodes {
+			cons[i] = newChurnConsumer(nd, nodes, seed)
+		}
+		rng := rand.New(rand.NewPCG(seed, 0xc4))
+		var wg sync.WaitGroup
+		for i := range nodes {
+			for j := range nodes {
+				if i == j {
+					continue
+				}
+				script := make([]int, ops)
+				pause := make([]time.Duration, ops)
+				for k := range script {
+					script[k] = rng.IntN(2)
+					pause[k] = time.Duration(rng.IntN(3000)) * time.Microsecond
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k, op := range script {
+						time.Sleep(pause[k])
+						if op == 0 {
+							cons[i].dial(t, nodes[j])
+						} else {
+							cons[i].disconnect(t, nodes[j])
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		for _, c := range cons {
+			c.wg.Wait()
+		}
+		time.Sleep(2 * time.Second) // virtual: every resend and late copy is over
+		synctest.Wait()
+		require.False(t, t.Failed())
+		connected := make([]int, n)
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				a, b := nodes[i], nodes[j]
+				ca, cb := a.d.Connected(b.id), b.d.Connected(a.id)
+				require.Equal(t, ca == nil, cb == nil, "%d-%d: connected at both ends or at neither", a.id, b.id)
+				ra, _ := a.peerState(b.id)
+				rb, _ := b.peerState(a.id)
+				if ca == nil {
+					require.Zero(t, ra, "%d forgot %d", a.id, b.id)
+					require.Zero(t, rb, "%d forgot %d", b.id, a.id)
+					continue
+				}
+				connected[i]++
+				connected[j]++
+				require.True(t, sameConns(ca, cons[i].conn[b.id]), "%d's table", a.id)
+				require.True(t, sameConns(cb, cons[j].conn[a.id]), "%d's table", b.id)
+				for r := range ca {
+					require.Equal(t, cb[r].QP().Num(), ca[r].QP().Query().DestQPN)
+					require.Equal(t, ca[r].QP().Num(), cb[r].QP().Query().DestQPN)
+				}
+				transfer(t, a, b, ca[0], 2048*(i+j), byte(i*n+j))
+			}
+		}
+		var disc int64
+		for i, nd := range nodes {
+			require.Equal(t, rails*connected[i], nd.qps(), "node %d: no queue pair outside a connection", i)
+			disc += nd.d.Stats().Disconnected
+		}
+		t.Logf("connected pairs %v, disconnects %d", connected, disc)
 	})
 }
