@@ -56,9 +56,14 @@ const odIdleResends = 16
 // Dial starts over. A CONN_REP of an attempt the dialer no longer has (failed, or an OnDemand
 // closed and opened again) is answered with a CONN_REJ, so the passive side closes the queue
 // pairs it holds for it. P resends its REP at most 16 times while no Dial of D waits on P (the
-// attempt stays: D's resent REQ is answered from the cache). The CM sends every message on every
-// rail; the copies of a message are answered once (a duplicate within Options.Resend/2 of the
-// last send is not answered), so the message count grows linearly with the rails.
+// attempt stays: D's resent REQ is answered from the cache). A REQ of another attempt while P
+// holds one accepted but not confirmed is answered with that REP too, never replaces it: P cannot
+// tell a late copy of a REQ D abandoned from a REQ that abandons P's attempt, and D confirms the
+// attempt P holds (RTU) or rejects it (REJ), after which its resent REQ is accepted. A late copy
+// of the REQ of an attempt that ended at P (failed, disconnected) within 16 resend periods is
+// ignored. The CM sends every message on every rail; the copies of a message are answered once
+// (a duplicate within Options.Resend/2 of the last send is not answered), so the message count
+// grows linearly with the rails.
 //
 // Simultaneous dials (both sides dial each other before either REQ arrives): the lower process
 // id's REQ wins. The higher side closes its pending queue pairs, accepts the lower's REQ, and
