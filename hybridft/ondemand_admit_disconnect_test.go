@@ -20,7 +20,7 @@ import (
 
 // End-to-end tests of the on-demand admission and disconnect (CONN_DREQ/DREP) on ibv/fabric
 // under testing/synctest: the resend timers run on virtual time. The transitions themselves are
-// scripted against the core in odcore_disconnect_test.go.
+// scripted against the core in odcore_admit_disconnect_test.go.
 
 // releaseLater makes n's consumer release a disconnecting peer's connections on a goroutine of
 // its own (as a consumer draining them would): it closes them, then calls done. It counts the
