@@ -113,9 +113,10 @@ const odIdleResends = 16
 // before that Disconnect has returned: tell connections apart by identity).
 //
 // The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
-// its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
-// around the core, creates, connects and closes the queue pairs, sends on the CM, asks admit,
-// runs accept and release and wakes the Dials and Disconnects.
+// its transitions are scripted in odcore_test.go and odcore_admit_disconnect_test.go); OnDemand
+// is its driver: it holds the lock around the core, creates, connects and closes the queue
+// pairs, sends on the CM, asks admit, runs accept and release and wakes the Dials and
+// Disconnects.
 type OnDemand struct {
 	m      *Manager
 	eps    []*Endpoint
