@@ -16,6 +16,7 @@ import (
 	"github.com/goarmci/goarmci/hybridft/udcm"
 	"github.com/goarmci/goarmci/ibv"
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/internal/testutil"
 )
 
 // End-to-end tests of the on-demand admission and disconnect (CONN_DREQ/DREP) on ibv/fabric
@@ -504,4 +505,28 @@ func TestFabricOnDemandChurn(t *testing.T) {
 		}
 		t.Logf("connected pairs %v, disconnects %d", connected, disc)
 	})
+}
+
+// The same over loopback (tcp queue pairs, the CM on udp, real timers): dial, Disconnect with the
+// passive end releasing on a goroutine, re-dial from the other end, data on the new queue pairs;
+// no goroutine left behind.
+func TestOnDemandDisconnectRedial(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	a, b := newODNode(t, 1, 2), newODNode(t, 2, 2)
+	relB := releaseLater(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ca := a.dial(t, b)
+	cb := b.dial(t, a)
+	requirePaired(t, a, b, ca, cb, 2)
+	transfer(t, a, b, ca[0], 0, 21)
+	require.NoError(t, a.d.Disconnect(ctx, b.id))
+	closeConns(ca)
+	requireForgotten(t, a, b)
+	require.Equal(t, int64(1), releaseCalls(relB, a.id))
+	cb2 := b.dial(t, a)
+	ca2 := a.dial(t, b)
+	requireNewPair(t, a, b, ca2, cb2, append(ca, cb...), 2)
+	transfer(t, b, a, cb2[1], 8192, 22)
+	transfer(t, a, b, ca2[0], 16384, 23)
 }
