@@ -573,7 +573,9 @@ func (d *OnDemand) finish(after odAfter) {
 			d.mu.Unlock()
 			after.fin = append(after.fin, next.fin...)
 			after.release = append(after.release, next.release...)
-			after.admit, after.admitFn = append(after.admit, next.admit...), next.admitFn
+			if len(next.admit) > 0 {
+				after.admit, after.admitFn = append(after.admit, next.admit...), next.admitFn
+			}
 		}
 		if len(after.fin)+len(after.release)+len(after.admit) == 0 {
 			return
