@@ -423,8 +423,15 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 	case udcm.ConnDREQ:
 		return c.onDREQ(peer, msg, now, out)
 	case udcm.ConnDREP:
-		if p := c.peers[peer]; p != nil && p.role == odClosing && p.nonce == msg.Inc {
+		p := c.peers[peer]
+		switch {
+		case p != nil && p.role == odClosing && p.nonce == msg.Inc:
 			return c.forget(p, now, nil, out)
+		case p != nil && p.role == odDone && p.nonce == msg.Inc:
+			// the answer to our probe: the peer does not hold the connection any more; release
+			// ours as if it had asked (DREQ)
+			p.role = odReleasing
+			return append(out, odAction{Kind: odRelease, Peer: peer})
 		}
 		c.stats.Ignored++ // a copy, or the answer to a DREQ of an earlier connection
 	}
@@ -473,6 +480,17 @@ func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, admitted bool,
 		return c.answer(p, now, false, out)
 	case p.nonce == msg.Inc && (p.role == odAccepting || !p.dialer):
 		return c.answer(p, now, true, out) // our REP was lost (or crossed the RTU)
+	case p.role == odDone && p.nonce != msg.Inc:
+		// another attempt while connected: a late copy of an earlier REQ, or the peer no longer
+		// holds our connection (its Disconnect failed, its OnDemand was opened again). A probe
+		// DREQ asks: only a peer that does not hold the connection answers it (DREP), and we
+		// then release it, after which the peer's resent REQ is accepted.
+		c.stats.Ignored++
+		if c.answered(peer, udcm.ConnDREQ, p.nonce, now) {
+			return out
+		}
+		return append(out, odAction{Kind: odSend, Peer: peer, To: p.to, ToQPN: p.toQPN, Msg: udcm.Msg{Type: udcm.ConnDREQ,
+			Status: udcm.DREQProbe, Src: uint64(c.self), Dst: uint64(peer), Seq: c.job, Inc: p.nonce, Payload: c.addr}})
 	default:
 		c.stats.Ignored++ // stale: connected already
 		return out
@@ -603,6 +621,9 @@ func (c *odCore) onDREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odActio
 	p := c.peers[peer]
 	if p == nil || p.nonce != msg.Inc {
 		return c.drep(peer, msg.Inc, a.cm, a.qpn, now, out)
+	}
+	if msg.Status&udcm.DREQProbe != 0 {
+		return out // we hold the connection: a probe changes nothing
 	}
 	switch p.role {
 	case odDone:

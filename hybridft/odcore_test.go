@@ -182,7 +182,7 @@ func TestODCoreScripts(t *testing.T) {
 				{40 * ms, evMsg(odtRTU(a, b, 7)), []odAction{aEstablished(a, false)}},
 				{41 * ms, evMsg(odtRTU(a, b, 7)), nil},                                                // duplicate RTU
 				{100 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}}, // REP crossed the RTU
-				{200 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil},                                         // stale: connected already
+				{200 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aSend(a, odtProbe(b, a, 7))}},     // connected already: does a still hold it?
 				{300 * ms, evTick, nil},
 			},
 			stats: OnDemandStats{Accepted: 1, Duplicates: 2, Ignored: 2}, role: map[uint32]odRole{a: odDone},
@@ -250,7 +250,7 @@ func TestODCoreScripts(t *testing.T) {
 				{31 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), nil},
 				{40 * ms, evMsg(odtREP(b, a, 7, 2, 2)), []odAction{aConnect(b, odtInfos(b, 2, 2))}},
 				{40 * ms, evConnected(b, nil), []odAction{aSend(b, odtRTU(a, b, 7)), aEstablished(b, true)}},
-				{50 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), nil}, // their late REQ: stale
+				{50 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), []odAction{aSend(b, odtProbe(a, b, 7))}}, // their late REQ: b holds ours?
 			}),
 			stats: OnDemandStats{Dialed: 1, Ignored: 1}, role: map[uint32]odRole{b: odDone},
 		},
@@ -320,9 +320,10 @@ func TestODCoreScripts(t *testing.T) {
 				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 9, 2, 1))}},
 				{30 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtREP(b, a, 9, 2, 1))}},
 				{31 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
-				{32 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil},
+				{32 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtProbe(b, a, 9))}},
+				{33 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil}, // its copy
 			},
-			stats: OnDemandStats{Accepted: 1, Ignored: 1}, role: map[uint32]odRole{a: odDone},
+			stats: OnDemandStats{Accepted: 1, Ignored: 2}, role: map[uint32]odRole{a: odDone},
 		},
 		{
 			name: "stale REP of an unknown attempt is rejected; an undecodable one only ignored", self: a,

@@ -104,7 +104,11 @@ const odIdleResends = 16
 // Dial of the other end ends with both ends forgotten (the Dial had returned the old
 // connections, which its end's release then takes back) or both connected anew, never one end
 // of each. Only a Disconnect that fails (its context, ErrPartition) may leave the other end
-// holding its end of the connection; that end's own Disconnect is then answered at once.
+// holding its end of the connection; that end's own Disconnect is then answered at once, and a
+// new CONN_REQ of the end that forgot is answered with a probe (a CONN_DREQ with
+// udcm.DREQProbe: answered with a CONN_DREP only by a peer that does not hold the connection),
+// whose answer makes the holder release its end as if asked; the resent REQ is then accepted.
+// (A late copy of an earlier REQ is probed too; the peer, holding the connection, ignores it.)
 //
 // The consumer sees each peer's connections in order, so it can keep its own table of them:
 // accept(conns) (or the Dial that returns them) comes before any release of conns and before a
@@ -230,7 +234,8 @@ func (d *OnDemand) SetAdmit(admit func(peer uint32) bool) {
 }
 
 // SetRelease sets how the consumer gives back the connections of a peer that disconnects
-// (its CONN_DREQ, [IBA §12.6]): release(peer, conns, done) is called once per connection torn
+// (its CONN_DREQ, [IBA §12.6]; or its answer to our probe: it no longer holds them, see the type
+// doc): release(peer, conns, done) is called once per connection torn
 // down, on the manager's protocol goroutine without the OnDemand's lock; it must not block: the
 // consumer stops using conns (one per rail; drains what is in flight, on its own goroutine if that
 // takes time), closes them, then calls done, once, from any goroutine; only then does the

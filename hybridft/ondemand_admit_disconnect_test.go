@@ -289,7 +289,8 @@ func TestFabricOnDemandDisconnectRacesDial(t *testing.T) {
 // Disconnect's errors: ErrNotConnected for a peer never dialed or not established yet; a
 // context that ends returns its error while the exchange goes on (a later Disconnect gets its
 // end); ErrPartition when no DREP comes within the partition timeout (the peer is forgotten
-// here); ErrClosed after Close.
+// here; the other end's own Disconnect, or our next Dial, which it probes, ends its end);
+// ErrClosed after Close.
 func TestFabricOnDemandDisconnectErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := testOptions()
@@ -333,6 +334,24 @@ func TestFabricOnDemandDisconnectErrors(t *testing.T) {
 		closeConns(cb)
 		requireForgotten(t, a, b)
 
+		// again, and this time a dials b anew: b answers the REQ with a probe, a does not hold
+		// the connection (DREP), b releases its end, a's resent REQ connects
+		ca = a.dial(t, b)
+		cb = b.dial(t, a)
+		b.setDrop(func(*udcm.Msg) bool { return true })
+		require.ErrorIs(t, a.d.Disconnect(ctx, b.id), ErrPartition)
+		closeConns(ca)
+		b.setDrop(nil)
+		ca2 := a.dial(t, b)
+		cb2 := b.dial(t, a)
+		requireNewPair(t, a, b, ca2, cb2, append(ca, cb...), 1)
+		require.Equal(t, 1, a.qps())
+		require.Equal(t, 1, b.qps(), "b closed its end of the old connection (no release callback)")
+		transfer(t, a, b, ca2[0], 0, 31)
+		require.NoError(t, a.d.Disconnect(ctx, b.id))
+		closeConns(ca2)
+		requireForgotten(t, a, b)
+
 		// not established yet: c drops everything
 		c.setDrop(func(*udcm.Msg) bool { return true })
 		dctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
@@ -356,6 +375,8 @@ type churnConsumer struct {
 	conn map[uint32][]*Conn
 	ops  map[uint32]*sync.Mutex
 	wg   sync.WaitGroup
+
+	gaveUp atomic.Int64 // Disconnects that returned ErrPartition
 }
 
 func newChurnConsumer(n *odNode, peers []*odNode, seed uint64) *churnConsumer {
@@ -403,13 +424,17 @@ func (c *churnConsumer) dial(t *testing.T, to *odNode) {
 	op := c.ops[to.id]
 	op.Lock()
 	defer op.Unlock()
-	_, err := c.n.d.Dial(context.Background(), to.id, to.d.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.n.d.Dial(ctx, to.id, to.d.Addr())
 	if err != nil && !errors.Is(err, ErrRejected) { // refused by the peer's admission
 		t.Errorf("%d dials %d: %v", c.n.id, to.id, err)
 	}
 }
 
-func (c *churnConsumer) disconnect(t *testing.T, to *odNode) {
+// disconnect: on nil, and on ErrPartition when giveUp (the peer is forgotten here), the
+// consumer closes its connections.
+func (c *churnConsumer) disconnect(t *testing.T, to *odNode, giveUp bool) {
 	op := c.ops[to.id]
 	op.Lock()
 	defer op.Unlock()
@@ -417,7 +442,10 @@ func (c *churnConsumer) disconnect(t *testing.T, to *odNode) {
 	cs := c.conn[to.id]
 	c.mu.Unlock()
 	switch err := c.n.d.Disconnect(context.Background(), to.id); {
-	case err == nil:
+	case err == nil || giveUp && errors.Is(err, ErrPartition):
+		if err != nil {
+			c.gaveUp.Add(1)
+		}
 		c.drop(to.id, cs)
 	case !errors.Is(err, ErrNotConnected):
 		t.Errorf("%d disconnects %d: %v", c.n.id, to.id, err)
@@ -430,15 +458,38 @@ func (c *churnConsumer) disconnect(t *testing.T, to *odNode) {
 // copies of earlier attempts meet later ones). Once quiet, every pair is connected at both ends
 // (the two ends of one queue pair per rail, data flow) or forgotten at both; no process holds a
 // queue pair that is not in a connection of its table.
+//
+// giveUp: besides, each process loses three in four of the CONN_DREQs sent to it (not the
+// probes) and the partition timeout is 60 ms, so some Disconnects give up (ErrPartition) and
+// leave the other end holding its end; then every pair dials both ways (admission and losses
+// off): the holders' probes find the ends forgotten, and every pair ends connected at both ends.
 func TestFabricOnDemandChurn(t *testing.T) {
-	forSeeds(t, func(t *testing.T, seed uint64) {
+	for _, giveUp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("giveUp=%v", giveUp), func(t *testing.T) {
+			forSeeds(t, func(t *testing.T, seed uint64) { churn(t, seed, giveUp) })
+		})
+	}
+}
+
+func churn(t *testing.T, seed uint64, giveUp bool) {
+	{
 		const n, rails, ops = 4, 2, 20
 		plan := fabric.Plan{Seed: seed}
 		plan.Noise(n, rails, 0.1, fabric.Range{Min: 10 * time.Microsecond, Max: 3 * time.Millisecond})
-		nodes := fabODNodes(t, n, rails, plan)
+		o := testOptions()
+		if giveUp {
+			o.PartitionTimeout = 60 * time.Millisecond
+		}
+		nodes := fabODNodesWith(t, o, n, rails, plan)
 		cons := make([]*churnConsumer, n)
 		for i, nd := range nodes {
 			cons[i] = newChurnConsumer(nd, nodes, seed)
+			if giveUp {
+				rng := rand.New(rand.NewPCG(seed, 0xd2e9+uint64(i)))
+				nd.setDrop(func(m *udcm.Msg) bool { // under d.mu
+					return m.Type == udcm.ConnDREQ && m.Status&udcm.DREQProbe == 0 && rng.IntN(4) > 0
+				})
+			}
 		}
 		rng := rand.New(rand.NewPCG(seed, 0xc4))
 		var wg sync.WaitGroup
@@ -461,7 +512,7 @@ func TestFabricOnDemandChurn(t *testing.T) {
 						if op == 0 {
 							cons[i].dial(t, nodes[j])
 						} else {
-							cons[i].disconnect(t, nodes[j])
+							cons[i].disconnect(t, nodes[j], giveUp)
 						}
 					}
 				}()
@@ -474,6 +525,25 @@ func TestFabricOnDemandChurn(t *testing.T) {
 		time.Sleep(2 * time.Second) // virtual: every resend and late copy is over
 		synctest.Wait()
 		require.False(t, t.Failed())
+		var gaveUp int64
+		for _, c := range cons {
+			gaveUp += c.gaveUp.Load()
+		}
+		if giveUp {
+			for i, nd := range nodes {
+				nd.setDrop(nil)
+				nd.d.SetAdmit(nil)
+				for j := range nodes {
+					if i != j {
+						cons[i].dial(t, nodes[j])
+						cons[j].dial(t, nd)
+					}
+				}
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			require.False(t, t.Failed())
+		}
 		connected := make([]int, n)
 		for i := 0; i < n; i++ {
 			for j := i + 1; j < n; j++ {
@@ -501,10 +571,13 @@ func TestFabricOnDemandChurn(t *testing.T) {
 		var disc int64
 		for i, nd := range nodes {
 			require.Equal(t, rails*connected[i], nd.qps(), "node %d: no queue pair outside a connection", i)
+			if giveUp {
+				require.Equal(t, n-1, connected[i], "node %d: every pair connected after the final dials", i)
+			}
 			disc += nd.d.Stats().Disconnected
 		}
-		t.Logf("connected pairs %v, disconnects %d", connected, disc)
-	})
+		t.Logf("connected pairs %v, disconnects %d, gave up %d", connected, disc, gaveUp)
+	}
 }
 
 // The same over loopback (tcp queue pairs, the CM on udp, real timers): dial, Disconnect with the
