@@ -603,3 +603,35 @@ func TestOnDemandDisconnectRedial(t *testing.T) {
 	transfer(t, b, a, cb2[1], 8192, 22)
 	transfer(t, a, b, ca2[0], 16384, 23)
 }
+
+// A process that opens its OnDemand again (after Close, its connections closed) re-dials a
+// peer that still holds a connection to it: the peer's probe finds the connection forgotten, it
+// releases its end, and the new OnDemand's Dial connects.
+func TestFabricOnDemandReopenRedial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := fabODNodes(t, 2, 2, fabric.Plan{})
+		a, b := nodes[0], nodes[1]
+		relB := releaseLater(b)
+		ca := a.dial(t, b)
+		cb := b.dial(t, a)
+		requirePaired(t, a, b, ca, cb, 2)
+		require.NoError(t, a.d.Close())
+		closeConns(ca)
+		d2, err := a.m.OnDemand(a.eps, a.id, odJob, nil)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, d2.Close()) }()
+		ca2, err := d2.Dial(context.Background(), b.id, b.d.Addr())
+		require.NoError(t, err)
+		defer closeConns(ca2)
+		require.Equal(t, int64(1), releaseCalls(relB, a.id), "b released the connection a forgot")
+		cb2 := b.dial(t, a)
+		for i := range ca2 {
+			require.Equal(t, cb2[i].QP().Num(), ca2[i].QP().Query().DestQPN)
+			require.Equal(t, ca2[i].QP().Num(), cb2[i].QP().Query().DestQPN)
+			require.NotSame(t, cb[i], cb2[i])
+		}
+		require.Equal(t, 2, a.qps())
+		require.Equal(t, 2, b.qps())
+		transfer(t, b, a, cb2[1], 0, 41)
+	})
+}
