@@ -47,8 +47,9 @@ type odCore struct {
 // delay) and its resends still in flight meet the same answer:
 //
 //   - recent: an answer given without keeping state (typ): the CONN_REJ of a refused CONN_REQ,
-//     or a CONN_DREP. The messages it answered are not answered again within resend/2, and a
-//     refused attempt is not put to the consumer again.
+//     a CONN_DREP, or the probe (CONN_DREQ) answering a CONN_REQ while connected. The messages
+//     it answered are not answered again within resend/2, and a refused attempt is not put to
+//     the consumer again.
 //   - ended: the attempt (nonce) of the peer's last connection or attempt that ended here
 //     (failed, disconnected): a late copy of its CONN_REQ would otherwise be taken for a new
 //     attempt, and replace a newer one accepted but not yet confirmed.

@@ -103,8 +103,9 @@ const odIdleResends = 16
 // being disconnected waits for the disconnect to end, then dials anew; so a Disconnect racing a
 // Dial of the other end ends with both ends forgotten (the Dial had returned the old
 // connections, which its end's release then takes back) or both connected anew, never one end
-// of each. Only a Disconnect that fails (its context, ErrPartition) may leave the other end
-// holding its end of the connection; that end's own Disconnect is then answered at once, and a
+// of each. Only a Disconnect that fails (its context, ErrPartition), or an OnDemand closed and
+// opened again, may leave the other end holding its end of a connection; that end's own
+// Disconnect is then answered at once, and a
 // new CONN_REQ of the end that forgot is answered with a probe (a CONN_DREQ with
 // udcm.DREQProbe: answered with a CONN_DREP only by a peer that does not hold the connection),
 // whose answer makes the holder release its end as if asked; the resent REQ is then accepted.
