@@ -52,7 +52,7 @@ type odCore struct {
 //     the consumer again.
 //   - ended: the attempt (nonce) of the peer's last connection or attempt that ended here
 //     (failed, disconnected): a late copy of its CONN_REQ would otherwise be taken for a new
-//     attempt, and replace a newer one accepted but not yet confirmed.
+//     attempt (queue pairs created, admit asked, for nothing).
 type odRecent struct {
 	typ   udcm.Type
 	nonce uint32

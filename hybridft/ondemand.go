@@ -221,10 +221,10 @@ func (d *OnDemand) Addr() []byte { return append([]byte(nil), d.addr...) }
 // protocol goroutine, without the OnDemand's lock, once per attempt of a peer that has nothing
 // here (not for that attempt's resends and copies); true accepts (queue pairs are created, accept
 // runs when the dialer confirms), false refuses: CONN_REJ, nothing is created, the dialer's Dial
-// fails with ErrRejected. Not put to admit: a REQ that meets our own dial of that peer (our
-// consumer asked for the connection), a new attempt replacing one accepted but not yet
-// confirmed (it keeps that admission). An accepted attempt may still end without a connection
-// (the dialer gives it up): accept is then never called for it. admit must not block; it may
+// fails with ErrRejected. A REQ that meets our own dial of that peer is not put to admit (our
+// consumer asked for the connection). An accepted attempt may still end without a connection
+// (the dialer gives it up, or it was a late copy of a REQ the dialer had abandoned): accept is
+// then never called for it. admit must not block; it may
 // call the OnDemand's non-blocking methods (Connected, Stats), not Dial or Disconnect (an
 // eviction it decides runs on another goroutine). nil (the default) admits every peer. Set it
 // before the OnDemand is used.
