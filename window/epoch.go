@@ -325,6 +325,19 @@ func (e *Epochs) Wait() error {
 // already locked (by Lock or LockAll); ErrRMAConflict inside a PSCW access epoch or a fence
 // epoch with operations; ErrArg for a bad lock type, ErrRank for a bad target.
 func (e *Epochs) Lock(t int, l LockType, a Assert) error {
+	// the usual case decided in one expression and inlined into the caller; lock reports misuse
+	if a&^lockAsserts == 0 && l-LockShared <= LockExclusive-LockShared && uint(t) < uint(len(e.locks)) &&
+		e.locks[t] == 0 && !e.lockAll && !e.start && !(e.fence && e.fenceUsed) {
+		e.fence = false
+		e.locks[t] = l
+		e.nLocks++
+		return nil
+	}
+	return e.lock(t, l, a)
+}
+
+// lock is Lock with its errors.
+func (e *Epochs) lock(t int, l LockType, a Assert) error {
 	if err := checkAssert("Lock", a, lockAsserts); err != nil {
 		return err
 	}
@@ -352,15 +365,19 @@ func (e *Epochs) Lock(t int, l LockType, a Assert) error {
 // Unlock is MPI_Win_unlock: it closes the passive-target epoch to t. ErrRMASync when t is not
 // locked by Lock (a LockAll epoch is closed by UnlockAll only).
 func (e *Epochs) Unlock(t int) error {
-	if err := e.checkRank("Unlock", t); err != nil {
-		return err
-	}
-	if e.locks[t] == 0 {
-		return fmt.Errorf("%w: Unlock of target %d without Lock (%v)", ErrRMASync, t, e)
+	if uint(t) >= uint(len(e.locks)) || e.locks[t] == 0 {
+		return e.unlockErr(t)
 	}
 	e.locks[t] = 0
 	e.nLocks--
 	return nil
+}
+
+func (e *Epochs) unlockErr(t int) error {
+	if err := e.checkRank("Unlock", t); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: Unlock of target %d without Lock (%v)", ErrRMASync, t, e)
 }
 
 // LockAll is MPI_Win_lock_all: a shared passive-target epoch to every rank. ErrRMASync when a
@@ -395,13 +412,17 @@ func (e *Epochs) UnlockAll() error {
 // Flush checks MPI_Win_flush(t) / MPI_Win_flush_local(t): t must be in a passive-target epoch.
 // It changes nothing.
 func (e *Epochs) Flush(t int) error {
+	if uint(t) < uint(len(e.locks)) && (e.locks[t] != 0 || e.lockAll) {
+		return nil
+	}
+	return e.flushErr(t)
+}
+
+func (e *Epochs) flushErr(t int) error {
 	if err := e.checkRank("Flush", t); err != nil {
 		return err
 	}
-	if e.locks[t] == 0 && !e.lockAll {
-		return fmt.Errorf("%w: Flush of target %d outside a passive-target epoch to it (%v)", ErrRMASync, t, e)
-	}
-	return nil
+	return fmt.Errorf("%w: Flush of target %d outside a passive-target epoch to it (%v)", ErrRMASync, t, e)
 }
 
 // FlushAll checks MPI_Win_flush_all / MPI_Win_flush_local_all: a passive-target epoch must be
@@ -417,12 +438,15 @@ func (e *Epochs) FlushAll() error {
 // is allowed now, changing nothing: ErrRank for a bad target, ErrRMASync when no open access
 // epoch covers t.
 func (e *Epochs) CheckAccess(t int) error {
+	if uint(t) < uint(len(e.locks)) && (e.locks[t] != 0 || e.lockAll || e.fence || e.start && e.startSet[t]) {
+		return nil
+	}
+	return e.accessErr(t)
+}
+
+func (e *Epochs) accessErr(t int) error {
 	if err := e.checkRank("operation", t); err != nil {
 		return err
-	}
-	switch {
-	case e.fence, e.start && e.startSet[t], e.locks[t] != 0, e.lockAll:
-		return nil
 	}
 	return fmt.Errorf("%w: operation to target %d outside an access epoch to it (%v)", ErrRMASync, t, e)
 }

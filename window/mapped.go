@@ -24,32 +24,35 @@ import (
 // compare-and-swap and swap, only without rma's per-call dispatch). [MPI-3.1] §11.7.1.
 
 // mapped returns t's part of seg (the window's w.sync or w.data) through this process's mapping,
-// or nil when t is not direct or cannot be mapped (then the caller uses rma). The parts mapped at
-// Create are kept (w.mapSync, w.mapData) and used while rma says they are stable (MappedStable:
-// a few loads); otherwise every call asks rma again, with its checks and errors.
+// or nil when t is not direct or cannot be mapped (then the caller uses rma). The data parts
+// mapped at Create are kept (w.mapData) and used while rma says they are stable (MappedStable: a
+// few loads); otherwise every call asks rma again (mapAgain), with its checks and errors. Small
+// enough to be inlined: the common case is one slice load and the stability check.
 func (w *Window) mapped(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
-	keep := w.mapData
-	if seg == w.sync {
-		keep = w.mapSync
-	}
-	if m := keep[t]; m != nil && w.rt.MappedStable(seg) {
+	if m := w.mapData[t]; m != nil && seg == w.data && w.rt.MappedStable(seg) {
 		return m, nil
 	}
+	return w.mapAgain(ctx, seg, t)
+}
+
+// mapAgain is mapped's path through rma.Mapped.
+func (w *Window) mapAgain(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
 	if !w.direct[t] {
 		return nil, nil
 	}
 	return w.rt.Mapped(ctx, seg, t)
 }
 
-// mapParts fills w.mapSync and w.mapData with the direct ranks' parts (Create). A part that
-// cannot be mapped now stays nil: mapped asks rma at each use instead.
+// mapParts fills w.syncWords and w.mapData with the direct ranks' parts (Create). A part that
+// cannot be mapped now stays nil: the window asks rma at each use instead.
 func (w *Window) mapParts(ctx context.Context) {
-	w.mapSync, w.mapData = make([][]byte, w.n), make([][]byte, w.n)
+	w.syncWords, w.mapData = make([][]uint64, w.n), make([][]byte, w.n)
 	for p := range w.n {
 		if !w.direct[p] {
 			continue
 		}
-		w.mapSync[p], _ = w.rt.Mapped(ctx, w.sync, p)
+		m, _ := w.rt.Mapped(ctx, w.sync, p)
+		w.syncWords[p] = words(m)
 		w.mapData[p], _ = w.rt.Mapped(ctx, w.data, p)
 	}
 }

@@ -154,9 +154,11 @@ type Window struct {
 	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
 	// (see there).
 	spinMax, spin int
-	// mapSync[p], mapData[p]: direct rank p's part of the synchronization and data segments as
-	// this process maps it, taken at Create (nil: not direct or not mapped); see mapped.
-	mapSync, mapData [][]byte
+	// syncWords[p]: direct rank p's part of the synchronization segment as this process maps
+	// it, as 8-byte words for the CPU's atomics (faa, swap, cas); mapData[p]: its part of the
+	// data segment (see mapped). Taken at Create; nil: not direct, or not mapped.
+	syncWords [][]uint64
+	mapData   [][]byte
 
 	// operations
 	qn []int // per target: operations of w.q to it
