@@ -24,15 +24,25 @@ import (
 // compare-and-swap and swap, only without rma's per-call dispatch). [MPI-3.1] §11.7.1.
 
 // mapped returns t's part of seg (the window's w.sync or w.data) through this process's mapping,
-// or nil when t is not direct or cannot be mapped (then the caller uses rma). The data parts
-// mapped at Create are kept (w.mapData) and used while rma says they are stable (MappedStable: a
-// few loads); otherwise every call asks rma again (mapAgain), with its checks and errors. Small
-// enough to be inlined: the common case is one slice load and the stability check.
+// or nil when t is not direct or cannot be mapped (then the caller uses rma): the data part
+// mapped at Create while rma says it is stable (dataPart), else what rma.Mapped returns now, with
+// its checks and errors (mapAgain). The operations run at issue call dataPart, then mapAgain.
 func (w *Window) mapped(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
-	if m := w.mapData[t]; m != nil && seg == w.data && w.rt.MappedStable(seg) {
-		return m, nil
+	if seg == w.data {
+		if m := w.dataPart(t); m != nil {
+			return m, nil
+		}
 	}
 	return w.mapAgain(ctx, seg, t)
+}
+
+// dataPart is t's part of the window mapped at Create (mapData) while rma says it is stable; nil
+// otherwise (then mapped asks rma). Inlined by the operations run at issue.
+func (w *Window) dataPart(t int) []byte {
+	if m := w.mapData[t]; m != nil && w.rt.MappedStable(w.data) {
+		return m
+	}
+	return nil
 }
 
 // mapAgain is mapped's path through rma.Mapped.
@@ -101,9 +111,11 @@ func (w *Window) rmw(ctx context.Context, seg *rma.Segment, t, off int, op accum
 // put copies src to byte offset off of t's window (complete at t when it returns on the mapped
 // path; through rma's blocking Put otherwise).
 func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
-	m, err := w.mapped(ctx, w.data, t)
-	if err != nil {
-		return err
+	m, err := w.dataPart(t), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if off < 0 || off > len(m)-len(src) {
@@ -117,9 +129,11 @@ func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
 
 // get copies len(dst) bytes at byte offset off of t's window into dst (as put).
 func (w *Window) get(ctx context.Context, dst []byte, t, off int) error {
-	m, err := w.mapped(ctx, w.data, t)
-	if err != nil {
-		return err
+	m, err := w.dataPart(t), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if off < 0 || off > len(m)-len(dst) {

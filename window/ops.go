@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/rma"
@@ -92,7 +93,8 @@ func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type
 	if len(result) != typ.Size() || (o != OpNoOp && len(origin) != typ.Size()) {
 		return fmt.Errorf("%w: FetchAndOp needs one %v element (origin %d bytes, result %d bytes)", ErrType, typ, len(origin), len(result))
 	}
-	return w.GetAccumulate(ctx, origin, result, typ, target, disp, o)
+	// GetAccumulate's check holds (origin and result are one element each)
+	return w.enqueue(ctx, &op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
 }
 
 // CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
@@ -127,7 +129,7 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		if w.opt.native && o.typ == Complex128 && (o.kind != kAcc || o.aop != OpSum) {
 			return fmt.Errorf("%w: %v %v on a SingleIntrinsic window (two-word elements: Accumulate(SUM) only)", ErrOp, o.aop, o.typ)
 		}
-		if n%o.typ.Size() != 0 {
+		if n&(o.typ.Size()-1) != 0 { // sizes and alignments are powers of two: masks, no division
 			return fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, n, o.typ)
 		}
 	}
@@ -139,7 +141,7 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 	if off > w.sizes[t]-n {
 		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
 	}
-	if o.kind >= kAcc && off%o.typ.Align() != 0 {
+	if o.kind >= kAcc && off&(o.typ.Align()-1) != 0 {
 		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
 	}
 	if w.ep.fence { // Epochs.Access, whose check CheckAccess made above
@@ -205,8 +207,11 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 	case w.ep.Locked(tg) == LockExclusive:
 		err = w.applyOne(ctx, o)
 	default:
-		if err := w.accLock(ctx, tg); err != nil {
-			return err
+		// the first attempt at the accumulate lock runs here: a compare-and-swap on the mapped word
+		if ws := w.words(tg); ws == nil || !atomic.CompareAndSwapUint64(&ws[offAccLock/8], 0, uint64(w.me+1)) {
+			if err := w.accLock(ctx, tg); err != nil {
+				return err
+			}
 		}
 		err = w.applyOne(ctx, o)
 		// The release is a CPU atomic on the mapped word (tg is direct): it cannot block, and
@@ -231,9 +236,11 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 	if o.kind != kAcc {
 		n = len(o.dst)
 	}
-	m, err := w.mapped(ctx, w.data, o.target)
-	if err != nil {
-		return err
+	m, err := w.dataPart(o.target), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, o.target); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if o.off < 0 || o.off > len(m)-n {
@@ -272,22 +279,33 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 // store with every other accumulate-class operation to the element, so no atomic instruction is
 // needed on elem itself (the window's atomicity domain, AccOps).
 func applyWord(o *op, elem, cur []byte) {
-	copy(cur, elem)
+	copyElem(cur, elem)
 	switch o.kind {
 	case kCAS:
-		copy(o.dst, cur)
+		copyElem(o.dst, cur)
 		if bytes.Equal(cur, o.cmp) {
-			copy(elem, o.src)
+			copyElem(elem, o.src)
 		}
 		return
 	case kGetAcc:
-		copy(o.dst, cur)
+		copyElem(o.dst, cur)
 	}
 	if o.aop == OpNoOp {
 		return
 	}
 	combine(o.aop, o.typ, cur, o.src)
-	copy(elem, cur)
+	copyElem(elem, cur)
+}
+
+// copyElem copies one 4- or 8-byte element (src's length; dst at least as long) with one load and
+// one store, where copy would call memmove.
+func copyElem(dst, src []byte) {
+	le := binary.LittleEndian
+	if len(src) == 8 {
+		le.PutUint64(dst, le.Uint64(src))
+		return
+	}
+	le.PutUint32(dst, le.Uint32(src))
 }
 
 // ---- issue and completion ----
