@@ -36,10 +36,10 @@ func (w *Window) mapped(ctx context.Context, seg *rma.Segment, t int) ([]byte, e
 	return w.mapAgain(ctx, seg, t)
 }
 
-// dataPart is t's part of the window mapped at Create (mapData) while rma says it is stable; nil
+// dataPart is t's part of the window mapped at Create (targetState.data) while rma says it is stable; nil
 // otherwise (then mapped asks rma). Inlined by the operations run at issue.
 func (w *Window) dataPart(t int) []byte {
-	if m := w.mapData[t]; m != nil && w.rt.MappedStable(w.data) {
+	if m := w.tgt[t].data; m != nil && w.rt.MappedStable(w.data) {
 		return m
 	}
 	return nil
@@ -47,23 +47,22 @@ func (w *Window) dataPart(t int) []byte {
 
 // mapAgain is mapped's path through rma.Mapped.
 func (w *Window) mapAgain(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
-	if !w.direct[t] {
+	if !w.tgt[t].direct {
 		return nil, nil
 	}
 	return w.rt.Mapped(ctx, seg, t)
 }
 
-// mapParts fills w.syncWords and w.mapData with the direct ranks' parts (Create). A part that
+// mapParts takes the direct ranks' parts (targetState's words and data) at Create. A part that
 // cannot be mapped now stays nil: the window asks rma at each use instead.
 func (w *Window) mapParts(ctx context.Context) {
-	w.syncWords, w.mapData = make([][]uint64, w.n), make([][]byte, w.n)
 	for p := range w.n {
-		if !w.direct[p] {
+		if !w.tgt[p].direct {
 			continue
 		}
 		m, _ := w.rt.Mapped(ctx, w.sync, p)
-		w.syncWords[p] = words(m)
-		w.mapData[p], _ = w.rt.Mapped(ctx, w.data, p)
+		w.tgt[p].words = words(m)
+		w.tgt[p].data, _ = w.rt.Mapped(ctx, w.data, p)
 	}
 }
 

@@ -134,12 +134,12 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		}
 	}
 	t := o.target
-	if disp < 0 || disp > w.maxDisp[t] {
+	if disp < 0 || disp > w.tgt[t].maxDisp {
 		return fmt.Errorf("%w: displacement %d on rank %d", ErrRMARange, disp, t)
 	}
-	off := disp * w.disp[t] // no overflow: disp ≤ MaxInt/disp_unit
-	if off > w.sizes[t]-n {
-		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
+	off := disp * w.tgt[t].disp // no overflow: disp ≤ MaxInt/disp_unit
+	if off > w.tgt[t].size-n {
+		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.tgt[t].size)
 	}
 	if o.kind >= kAcc && off&(o.typ.Align()-1) != 0 {
 		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
@@ -148,7 +148,7 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		w.ep.fenceUsed = true
 	}
 	o.off = off
-	if w.direct[t] && w.qn[t] == 0 {
+	if w.tgt[t].direct && w.tgt[t].queued == 0 {
 		// Nothing of this epoch is queued for t, and every rma operation to t completes at
 		// issue: a small operation runs now (atOnce) — program order with the accumulates to t is
 		// kept, since every earlier one has already been applied.
@@ -160,7 +160,7 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		}
 	}
 	w.q = append(w.q, *o)
-	w.qn[t]++
+	w.tgt[t].queued++
 	if len(w.q) >= w.opt.depth {
 		return w.issue(ctx, -1)
 	}
@@ -374,13 +374,15 @@ func (w *Window) touch(t int) {
 // program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
-	if len(w.q) == 0 || (t >= 0 && w.qn[t] == 0) {
+	if len(w.q) == 0 || (t >= 0 && w.tgt[t].queued == 0) {
 		return nil
 	}
 	if t < 0 {
-		clear(w.qn)
+		for u := range w.tgt {
+			w.tgt[u].queued = 0
+		}
 	} else {
-		w.qn[t] = 0
+		w.tgt[t].queued = 0
 	}
 	sel, keep := w.sel[:0], w.q[:0]
 	for i := range w.q {

@@ -147,11 +147,11 @@ func spinBudget(machineRanks, cores int) int {
 // probeEvery is how often a wait that has backed off to sleeps probes the ranks it waits for.
 const probeEvery = 100 * time.Millisecond
 
-// words is t's part of the synchronization segment as mapped at Create (syncWords), while rma
+// words is t's part of the synchronization segment as mapped at Create (targetState.words), while rma
 // says the mapping is stable (MappedStable: a few loads); nil otherwise, and then the caller
 // goes through rma, which checks and reports what changed.
 func (w *Window) words(t int) []uint64 {
-	if ws := w.syncWords[t]; ws != nil && w.rt.MappedStable(w.sync) {
+	if ws := w.tgt[t].words; ws != nil && w.rt.MappedStable(w.sync) {
 		return ws
 	}
 	return nil
@@ -388,7 +388,7 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 			}
 		}
 	}
-	w.lockNoCheck[t] = a&ModeNoCheck != 0
+	w.tgt[t].noCheck = a&ModeNoCheck != 0
 	return nil
 }
 
@@ -475,7 +475,7 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 		return err
 	}
 	err := w.complete(ctx, t)
-	if err == nil && !w.lockNoCheck[t] {
+	if err == nil && !w.tgt[t].noCheck {
 		err = w.release(ctx, l, t)
 	}
 	if err != nil {
@@ -483,7 +483,7 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 		w.ep.locks[t] = l
 		return err
 	}
-	w.lockNoCheck[t] = false
+	w.tgt[t].noCheck = false
 	return nil
 }
 
