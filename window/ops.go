@@ -119,8 +119,8 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.ep.CheckAccess(o.target); err != nil {
-		return err
+	if !w.ep.covers(o.target) { // Epochs.CheckAccess, inlined
+		return w.ep.accessErr(o.target)
 	}
 	if o.kind >= kAcc {
 		if err := checkOp(o.aop, o.typ); err != nil {

@@ -375,7 +375,9 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 	// nLocks and locks[t] (0 before): undone if the lock word cannot be taken. (probe would copy
 	// every per-rank slice, O(ranks) per Lock.)
 	fence, nLocks := w.ep.fence, w.ep.nLocks
-	if err := w.ep.Lock(t, l, a); err != nil {
+	if w.ep.lockable(t, l, a) { // Epochs.Lock, its usual case inlined
+		w.ep.locked(t, l)
+	} else if err := w.ep.lock(t, l, a); err != nil {
 		return err
 	}
 	if a&ModeNoCheck == 0 {
@@ -471,9 +473,10 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone when
 	// completion or the release fails (the epoch stays open).
 	l, nLocks := w.ep.Locked(t), w.ep.nLocks
-	if err := w.ep.Unlock(t); err != nil {
-		return err
+	if l == 0 { // Epochs.Unlock, inlined
+		return w.ep.unlockErr(t)
 	}
+	w.ep.unlocked(t)
 	err := w.complete(ctx, t)
 	if err == nil && !w.tgt[t].noCheck {
 		err = w.release(ctx, l, t)
@@ -540,8 +543,8 @@ func (w *Window) Flush(ctx context.Context, t int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.ep.Flush(t); err != nil {
-		return err
+	if !w.ep.passiveTo(t) { // Epochs.Flush, inlined
+		return w.ep.flushErr(t)
 	}
 	return w.complete(ctx, t)
 }
