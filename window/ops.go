@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/memcopy"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -177,6 +178,15 @@ const eagerBytes = 4096
 
 // dataAtOnce runs a Put or Get to a direct target now; it is complete when this returns.
 func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
+	if m := w.dataPart(o.target); m != nil && o.off+len(o.src)+len(o.dst) <= len(m) {
+		// put's and get's path through the part mapped at Create: the copy is the operation
+		if o.kind == kPut {
+			memcopy.Copy(m[o.off:], o.src)
+		} else {
+			memcopy.Copy(o.dst, m[o.off:])
+		}
+		return nil
+	}
 	var err error
 	if o.kind == kPut {
 		err = w.put(ctx, o.src, o.target, o.off)
@@ -216,7 +226,9 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 		err = w.applyOne(ctx, o)
 		// The release is a CPU atomic on the mapped word (tg is direct): it cannot block, and
 		// must happen even when ctx is done.
-		if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
+		if ws := w.words(tg); ws != nil { // swap's mapped path, inlined
+			atomic.StoreUint64(&ws[offAccLock/8], 0)
+		} else if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
 			return errors.Join(err, fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e))
 		}
 	}

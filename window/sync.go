@@ -449,18 +449,22 @@ func tryLockWord(p *uint64, l LockType) bool {
 
 // release gives back the lock l on t's lock word: fetch-and-add −1 (shared) or −writer bit.
 func (w *Window) release(ctx context.Context, l LockType, t int) error {
-	d := int64(-1)
-	if l == LockExclusive {
-		d = -lockWriter
-	}
 	if ws := w.words(t); ws != nil {
-		atomic.AddUint64(&ws[offLock/8], uint64(d))
+		atomic.AddUint64(&ws[offLock/8], uint64(unlockDelta(l)))
 		return nil
 	}
-	if _, err := w.syncRMW(ctx, t, offLock, accum.OpFetchAdd64, d, 0); err != nil {
+	if _, err := w.syncRMW(ctx, t, offLock, accum.OpFetchAdd64, unlockDelta(l), 0); err != nil {
 		return fmt.Errorf("window: Unlock(%d): %w", t, err)
 	}
 	return nil
+}
+
+// unlockDelta is what release adds to the lock word to give back l.
+func unlockDelta(l LockType) int64 {
+	if l == LockExclusive {
+		return -lockWriter
+	}
+	return -1
 }
 
 // Unlock is MPI_Win_unlock: it completes every operation to t at t [Vishnu07 §5.2.1], releases
@@ -479,7 +483,11 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	w.ep.unlocked(t)
 	err := w.complete(ctx, t)
 	if err == nil && !w.tgt[t].noCheck {
-		err = w.release(ctx, l, t)
+		if ws := w.words(t); ws != nil { // release's mapped path, inlined
+			atomic.AddUint64(&ws[offLock/8], uint64(unlockDelta(l)))
+		} else {
+			err = w.release(ctx, l, t)
+		}
 	}
 	if err != nil {
 		w.ep.nLocks = nLocks
