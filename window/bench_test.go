@@ -121,40 +121,61 @@ func BenchmarkLockPutUnlock(b *testing.B) {
 
 // BenchmarkFetchAndOp: one FetchAndOp(SUM) of an int64 on rank 1 then a Flush, inside one
 // shared lock epoch (OSU fop_latency with flush), in each atomicity domain: the accumulate lock
-// (default) and SingleIntrinsic's native atomics.
+// (default) and SingleIntrinsic's native atomics; .../cas: one CompareAndSwap instead, whose
+// compare value is the previous result, so every swap succeeds (OSU cas_latency with flush).
 func BenchmarkFetchAndOp(b *testing.B) {
 	for _, d := range []struct {
 		name string
 		opts []Option
 	}{{"lock", nil}, {"native", []Option{SingleIntrinsic(true)}}} {
 		for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-			b.Run(d.name+"/"+string(tr), func(b *testing.B) {
-				benchRanks(b, 2, tr, func(ctx context.Context, rt *rma.Runtime, w *Window) error {
-					if rt.Rank() == 0 {
-						one, res := make([]byte, 8), make([]byte, 8)
-						one[0] = 1
-						if err := w.Lock(ctx, LockShared, 1, 0); err != nil {
-							return err
+			for _, cas := range []bool{false, true} {
+				name := d.name + "/" + string(tr)
+				if cas {
+					name += "/cas"
+				}
+				b.Run(name, func(b *testing.B) {
+					benchRanks(b, 2, tr, func(ctx context.Context, rt *rma.Runtime, w *Window) error {
+						if rt.Rank() == 0 {
+							return benchAtomic(ctx, b, w, cas)
 						}
-						clk := startCPU(b)
-						for i := 0; i < b.N; i++ {
-							if err := w.FetchAndOp(ctx, one, res, Int64, 1, 0, OpSum); err != nil {
-								return err
-							}
-							if err := w.Flush(ctx, 1); err != nil {
-								return err
-							}
-						}
-						clk.stop()
-						if err := w.Unlock(ctx, 1); err != nil {
-							return err
-						}
-					}
-					return rt.Barrier(ctx)
-				}, d.opts...)
-			})
+						return rt.Barrier(ctx)
+					}, d.opts...)
+				})
+			}
 		}
 	}
+}
+
+// benchAtomic is rank 0's loop of BenchmarkFetchAndOp, then the barrier rank 1 waits in.
+func benchAtomic(ctx context.Context, b *testing.B, w *Window, cas bool) error {
+	one, res, cmp, swap := make([]byte, 8), make([]byte, 8), make([]byte, 8), make([]byte, 8)
+	one[0] = 1
+	if err := w.Lock(ctx, LockShared, 1, 0); err != nil {
+		return err
+	}
+	clk := startCPU(b)
+	for i := 0; i < b.N; i++ {
+		var err error
+		if cas {
+			copy(cmp, res)
+			le.PutUint64(swap, le.Uint64(cmp)+1)
+			err = w.CompareAndSwap(ctx, swap, cmp, res, Int64, 1, 0)
+		} else {
+			err = w.FetchAndOp(ctx, one, res, Int64, 1, 0, OpSum)
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.Flush(ctx, 1); err != nil {
+			return err
+		}
+	}
+	clk.stop()
+	if err := w.Unlock(ctx, 1); err != nil {
+		return err
+	}
+	return w.Runtime().Barrier(ctx)
 }
 
 // BenchmarkFencePut: one 8-byte Put from rank 0 to rank 1 per fence epoch (MPI_Put then
