@@ -36,8 +36,9 @@ func (w *Window) mapped(ctx context.Context, seg *rma.Segment, t int) ([]byte, e
 	return w.mapAgain(ctx, seg, t)
 }
 
-// dataPart is t's part of the window mapped at Create (targetState.data) while rma says it is stable; nil
-// otherwise (then mapped asks rma). Inlined by the operations run at issue.
+// dataPart is t's part of the window mapped at Create (targetState.data) while rma says it is
+// stable; nil otherwise (then the caller asks rma: mapAgain). Inlined by the operations run at
+// issue.
 func (w *Window) dataPart(t int) []byte {
 	if m := w.tgt[t].data; m != nil && w.rt.MappedStable(w.data) {
 		return m
@@ -61,7 +62,7 @@ func (w *Window) mapParts(ctx context.Context) {
 			continue
 		}
 		m, _ := w.rt.Mapped(ctx, w.sync, p)
-		w.tgt[p].words = words(m)
+		w.tgt[p].words = asWords(m)
 		w.tgt[p].data, _ = w.rt.Mapped(ctx, w.data, p)
 	}
 }

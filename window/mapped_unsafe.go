@@ -2,10 +2,10 @@ package window
 
 import "unsafe"
 
-// words views b as 8-byte words for sync/atomic, or returns nil when b does not start on an
+// asWords views b as 8-byte words for sync/atomic, or returns nil when b does not start on an
 // 8-byte boundary (then the caller keeps rma's checked atomics). A part of the synchronization
 // segment is a whole number of words (syncBytes), so every word offset of it is in the view.
-func words(b []byte) []uint64 {
+func asWords(b []byte) []uint64 {
 	if len(b) < 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
 		return nil
 	}
