@@ -194,10 +194,7 @@ func TestFabricOnDemandAdmission(t *testing.T) {
 func TestFabricOnDemandSimultaneousDisconnect(t *testing.T) {
 	forSeeds(t, func(t *testing.T, seed uint64) {
 		const rails = 2
-		plan := fabric.Plan{Seed: seed}
-		plan.Noise(2, rails, 0.04, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
-		nodes := fabODNodes(t, 2, rails, plan)
-		a, b := nodes[0], nodes[1]
+		a, b := noisyODPair(t, seed, rails)
 		relA, relB := releaseLater(a), releaseLater(b)
 		ca := a.dial(t, b)
 		cb := b.dial(t, a)
@@ -238,10 +235,7 @@ func TestFabricOnDemandSimultaneousDisconnect(t *testing.T) {
 func TestFabricOnDemandDisconnectRacesDial(t *testing.T) {
 	forSeeds(t, func(t *testing.T, seed uint64) {
 		const rails = 2
-		plan := fabric.Plan{Seed: seed}
-		plan.Noise(2, rails, 0.04, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
-		nodes := fabODNodes(t, 2, rails, plan)
-		a, b := nodes[0], nodes[1]
+		a, b := noisyODPair(t, seed, rails)
 		ca := a.dial(t, b)
 		cb := b.dial(t, a)
 		requirePaired(t, a, b, ca, cb, rails)
@@ -636,4 +630,13 @@ func TestFabricOnDemandReopenRedial(t *testing.T) {
 		require.Equal(t, 2, b.qps())
 		transfer(t, b, a, cb2[1], 0, 41)
 	})
+}
+
+// noisyODPair is two on-demand nodes of rails rails on a fabric whose links lose 4 % of the
+// packets and delay some by 10–100 µs (seeded).
+func noisyODPair(t *testing.T, seed uint64, rails uint8) (a, b *odNode) {
+	plan := fabric.Plan{Seed: seed}
+	plan.Noise(2, rails, 0.04, fabric.Range{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond})
+	nodes := fabODNodes(t, 2, int(rails), plan)
+	return nodes[0], nodes[1]
 }
