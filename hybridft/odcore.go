@@ -47,11 +47,12 @@ type odCore struct {
 // delay) and its resends still in flight meet the same answer:
 //
 //   - recent: an answer given without keeping state (typ): the CONN_REJ of a refused CONN_REQ,
-//     or a CONN_DREP. The messages it answered are not answered again within resend/2, and a
-//     refused attempt is not put to the consumer again.
+//     a CONN_DREP, or the probe (CONN_DREQ) answering a CONN_REQ while connected. The messages
+//     it answered are not answered again within resend/2, and a refused attempt is not put to
+//     the consumer again.
 //   - ended: the attempt (nonce) of the peer's last connection or attempt that ended here
 //     (failed, disconnected): a late copy of its CONN_REQ would otherwise be taken for a new
-//     attempt, and replace a newer one accepted but not yet confirmed.
+//     attempt (queue pairs created, admit asked, for nothing).
 type odRecent struct {
 	typ   udcm.Type
 	nonce uint32
@@ -126,7 +127,7 @@ const (
 	odConnect                              // connect Peer's queue pairs to Remote (one each, in order), close those past len(Remote); answer odConnected
 	odCloseQPs                             // close Peer's queue pairs
 	odEstablished                          // Peer is connected: run accept, wake its Dials (Waited: a Dial was waiting)
-	odFailed                               // Peer's attempt ended with Err: its Dials return Err, the peer is forgotten
+	odFailed                               // Peer's attempt ended with Err: its Dials return Err (or dial anew: Redial), the peer is forgotten
 	odAdmit                                // ask the consumer whether to accept Peer's CONN_REQ Msg (a copy); answer odAdmitted
 	odRelease                              // hand Peer's connections to the consumer to release; answer odReleased when it is done
 	odGone                                 // Peer is forgotten: disconnected (Err nil), or its disconnect ended with Err; wake its Disconnects
@@ -142,7 +143,8 @@ type odAction struct {
 	Msg    udcm.Msg
 	K      int
 	Remote []ConnInfo
-	Waited bool
+	Waited bool // odEstablished
+	Redial bool // odFailed: the attempt was the peer's (accepting): the Dials that waited on it start their own
 	Err    error
 }
 
@@ -345,12 +347,15 @@ func (c *odCore) answered(peer uint32, t udcm.Type, nonce uint32, now time.Time)
 	return false
 }
 
-// fail ends p's attempt with err: its queue pairs are closed, the peer forgotten.
+// fail ends p's attempt with err: its queue pairs are closed, the peer forgotten. The Dials that
+// waited on an attempt of the peer's (accepting) start one of their own (Redial): the peer gave
+// it up (its REJ, its DREQ before confirming), or a late copy of an abandoned REQ started it.
 func (c *odCore) fail(p *odPeer, now time.Time, err error, out []odAction) []odAction {
 	c.ended[p.id] = odRecent{nonce: p.nonce, at: now}
 	delete(c.peers, p.id)
 	delete(c.pending, p.id)
-	return append(out, odAction{Kind: odCloseQPs, Peer: p.id}, odAction{Kind: odFailed, Peer: p.id, Err: err})
+	return append(out, odAction{Kind: odCloseQPs, Peer: p.id},
+		odAction{Kind: odFailed, Peer: p.id, Err: err, Redial: p.role == odAccepting})
 }
 
 func (c *odCore) tick(now time.Time, out []odAction) []odAction {
@@ -411,7 +416,7 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 		}
 		c.stats.Ignored++ // stale, or a duplicate RTU
 	case udcm.ConnREJ:
-		if p := c.peers[peer]; p != nil && p.role != odDone && p.nonce == msg.Inc {
+		if p := c.peers[peer]; p != nil && (p.role == odDialing || p.role == odAccepting) && p.nonce == msg.Inc {
 			c.stats.Rejected++
 			return c.fail(p, now, fmt.Errorf("hybridft: peer %d: %w (status %d)", peer, ErrRejected, msg.Status), out)
 		}
@@ -419,8 +424,15 @@ func (c *odCore) msg(msg *udcm.Msg, now time.Time, out []odAction) []odAction {
 	case udcm.ConnDREQ:
 		return c.onDREQ(peer, msg, now, out)
 	case udcm.ConnDREP:
-		if p := c.peers[peer]; p != nil && p.role == odClosing && p.nonce == msg.Inc {
+		p := c.peers[peer]
+		switch {
+		case p != nil && p.role == odClosing && p.nonce == msg.Inc:
 			return c.forget(p, now, nil, out)
+		case p != nil && p.role == odDone && p.nonce == msg.Inc:
+			// the answer to our probe: the peer does not hold the connection any more; release
+			// ours as if it had asked (DREQ)
+			p.role = odReleasing
+			return append(out, odAction{Kind: odRelease, Peer: peer})
 		}
 		c.stats.Ignored++ // a copy, or the answer to a DREQ of an earlier connection
 	}
@@ -459,9 +471,27 @@ func (c *odCore) onREQ(peer uint32, msg *udcm.Msg, now time.Time, admitted bool,
 		c.stats.Superseded++ // theirs wins: our Dials get the accepted connections
 		out = append(out, odAction{Kind: odCloseQPs, Peer: peer})
 	case p.role == odAccepting && p.nonce != msg.Inc:
-		out = append(out, odAction{Kind: odCloseQPs, Peer: peer}) // a new attempt replaces one never confirmed
+		// another attempt while one is accepted but not confirmed: which is the newer is unknown
+		// (a late copy of a REQ the dialer abandoned, or the dialer abandoned ours). Our REP says
+		// which one we hold: the dialer confirms it (RTU), or rejects it (REJ) and its resent REQ
+		// is accepted then. Replacing ours could close queue pairs the dialer has connected to.
+		if !p.sent {
+			return out
+		}
+		return c.answer(p, now, false, out)
 	case p.nonce == msg.Inc && (p.role == odAccepting || !p.dialer):
 		return c.answer(p, now, true, out) // our REP was lost (or crossed the RTU)
+	case p.role == odDone && p.nonce != msg.Inc:
+		// another attempt while connected: a late copy of an earlier REQ, or the peer no longer
+		// holds our connection (its Disconnect failed, its OnDemand was opened again). A probe
+		// DREQ asks: only a peer that does not hold the connection answers it (DREP), and we
+		// then release it, after which the peer's resent REQ is accepted.
+		c.stats.Ignored++
+		if c.answered(peer, udcm.ConnDREQ, p.nonce, now) {
+			return out
+		}
+		return append(out, odAction{Kind: odSend, Peer: peer, To: p.to, ToQPN: p.toQPN, Msg: udcm.Msg{Type: udcm.ConnDREQ,
+			Status: udcm.DREQProbe, Src: uint64(c.self), Dst: uint64(peer), Seq: c.job, Inc: p.nonce, Payload: c.addr}})
 	default:
 		c.stats.Ignored++ // stale: connected already
 		return out
@@ -592,6 +622,9 @@ func (c *odCore) onDREQ(peer uint32, msg *udcm.Msg, now time.Time, out []odActio
 	p := c.peers[peer]
 	if p == nil || p.nonce != msg.Inc {
 		return c.drep(peer, msg.Inc, a.cm, a.qpn, now, out)
+	}
+	if msg.Status&udcm.DREQProbe != 0 {
+		return out // we hold the connection: a probe changes nothing
 	}
 	switch p.role {
 	case odDone:

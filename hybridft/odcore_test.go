@@ -100,6 +100,11 @@ func aEstablished(peer uint32, waited bool) odAction {
 }
 func aFailed(peer uint32, err error) odAction { return odAction{Kind: odFailed, Peer: peer, Err: err} }
 
+// aFailedPassive: an attempt of the peer's failed: the Dials that waited on it dial anew.
+func aFailedPassive(peer uint32, err error) odAction {
+	return odAction{Kind: odFailed, Peer: peer, Err: err, Redial: true}
+}
+
 type odtStep struct {
 	at   time.Duration // since odtT0
 	ev   odEvent
@@ -177,7 +182,7 @@ func TestODCoreScripts(t *testing.T) {
 				{40 * ms, evMsg(odtRTU(a, b, 7)), []odAction{aEstablished(a, false)}},
 				{41 * ms, evMsg(odtRTU(a, b, 7)), nil},                                                // duplicate RTU
 				{100 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}}, // REP crossed the RTU
-				{200 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil},                                         // stale: connected already
+				{200 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aSend(a, odtProbe(b, a, 7))}},     // connected already: does a still hold it?
 				{300 * ms, evTick, nil},
 			},
 			stats: OnDemandStats{Accepted: 1, Duplicates: 2, Ignored: 2}, role: map[uint32]odRole{a: odDone},
@@ -245,7 +250,7 @@ func TestODCoreScripts(t *testing.T) {
 				{31 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), nil},
 				{40 * ms, evMsg(odtREP(b, a, 7, 2, 2)), []odAction{aConnect(b, odtInfos(b, 2, 2))}},
 				{40 * ms, evConnected(b, nil), []odAction{aSend(b, odtRTU(a, b, 7)), aEstablished(b, true)}},
-				{50 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), nil}, // their late REQ: stale
+				{50 * ms, evMsg(odtREQ(b, a, 8, 2, 1)), []odAction{aSend(b, odtProbe(a, b, 7))}}, // their late REQ: b holds ours?
 			}),
 			stats: OnDemandStats{Dialed: 1, Ignored: 1}, role: map[uint32]odRole{b: odDone},
 		},
@@ -284,22 +289,41 @@ func TestODCoreScripts(t *testing.T) {
 			script: []odtStep{
 				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
-				{5 * ms, evMsg(odtREJ(a, b, 7, udcm.RejStale)), []odAction{aClose(a), aFailed(a, ErrRejected)}},
+				{5 * ms, evMsg(odtREJ(a, b, 7, udcm.RejStale)), []odAction{aClose(a), aFailedPassive(a, ErrRejected)}},
 				{100 * ms, evTick, nil},
 			},
 			stats: OnDemandStats{Rejected: 1}, role: map[uint32]odRole{a: 0},
 		},
 		{
-			name: "a new attempt replaces an accepted one never confirmed; the old RTU is stale", self: b,
+			name: "another attempt while one is accepted but not confirmed: not replaced, our REP is resent (not per " +
+				"rail copy); the dialer's REJ ends ours, its resent REQ is accepted; the old RTU is stale", self: b,
 			script: []odtStep{
 				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
-				{10 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aClose(a), aCreate(a, 2, odtInfos(a, 2, 2))}},
-				{10 * ms, evCreated(a, b, 2, 2), []odAction{aSend(a, odtREP(b, a, 9, 2, 2))}},
-				{20 * ms, evMsg(odtRTU(a, b, 7)), nil},
-				{30 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
+				{10 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil}, // within Resend/2 of our REP
+				{30 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
+				{31 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil},
+				{32 * ms, evMsg(odtREJ(a, b, 7, udcm.RejStale)), []odAction{aClose(a), aFailedPassive(a, ErrRejected)}},
+				{40 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aCreate(a, 2, odtInfos(a, 2, 2))}},
+				{40 * ms, evCreated(a, b, 2, 2), []odAction{aSend(a, odtREP(b, a, 9, 2, 2))}},
+				{41 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil}, // a late copy of the failed attempt
+				{50 * ms, evMsg(odtRTU(a, b, 7)), nil},
+				{60 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
 			},
-			stats: OnDemandStats{Accepted: 1, Ignored: 1}, role: map[uint32]odRole{a: odDone},
+			stats: OnDemandStats{Accepted: 1, Ignored: 2, Rejected: 1}, role: map[uint32]odRole{a: odDone},
+		},
+		{
+			name: "a late copy of an abandoned REQ while the dialer's current attempt is accepted: our REP confirms " +
+				"the current one (RTU); the copy changes nothing", self: b,
+			script: []odtStep{
+				{0, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aCreate(a, 2, odtInfos(a, 2, 2))}},
+				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 9, 2, 1))}},
+				{30 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtREP(b, a, 9, 2, 1))}},
+				{31 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
+				{32 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aSend(a, odtProbe(b, a, 9))}},
+				{33 * ms, evMsg(odtREQ(a, b, 7, 2, 1)), nil}, // its copy
+			},
+			stats: OnDemandStats{Accepted: 1, Ignored: 2}, role: map[uint32]odRole{a: odDone},
 		},
 		{
 			name: "stale REP of an unknown attempt is rejected; an undecodable one only ignored", self: a,
@@ -347,7 +371,7 @@ func TestODCoreScripts(t *testing.T) {
 			script: []odtStep{
 				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, evCreateErr(a, errODTest), []odAction{aSend(a, odtREJ(b, a, 7, udcm.RejResources)), aClose(a),
-					aFailed(a, errODTest)}},
+					aFailedPassive(a, errODTest)}},
 			},
 			stats: OnDemandStats{Rejected: 1}, role: map[uint32]odRole{a: 0},
 		},
@@ -370,7 +394,7 @@ func TestODCoreScripts(t *testing.T) {
 				{0, odEvent{Kind: odCreated, Peer: c, Local: odtHuge()}, []odAction{aClose(c), aFailed(c, udcm.ErrMalformed)}},
 				{0, evMsg(odtREQ(a, b, 5, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, odEvent{Kind: odCreated, Peer: a, Local: odtHuge()}, []odAction{aSend(a, odtREJ(b, a, 5, udcm.RejResources)),
-					aClose(a), aFailed(a, udcm.ErrMalformed)}},
+					aClose(a), aFailedPassive(a, udcm.ErrMalformed)}},
 			},
 			stats: OnDemandStats{Rejected: 1}, role: map[uint32]odRole{a: 0, c: 0},
 		},

@@ -56,9 +56,14 @@ const odIdleResends = 16
 // Dial starts over. A CONN_REP of an attempt the dialer no longer has (failed, or an OnDemand
 // closed and opened again) is answered with a CONN_REJ, so the passive side closes the queue
 // pairs it holds for it. P resends its REP at most 16 times while no Dial of D waits on P (the
-// attempt stays: D's resent REQ is answered from the cache). The CM sends every message on every
-// rail; the copies of a message are answered once (a duplicate within Options.Resend/2 of the
-// last send is not answered), so the message count grows linearly with the rails.
+// attempt stays: D's resent REQ is answered from the cache). A REQ of another attempt while P
+// holds one accepted but not confirmed is answered with that REP too, never replaces it: P cannot
+// tell a late copy of a REQ D abandoned from a REQ that abandons P's attempt, and D confirms the
+// attempt P holds (RTU) or rejects it (REJ), after which its resent REQ is accepted. A late copy
+// of the REQ of an attempt that ended at P (failed, disconnected) within 16 resend periods is
+// ignored. The CM sends every message on every rail; the copies of a message are answered once
+// (a duplicate within Options.Resend/2 of the last send is not answered), so the message count
+// grows linearly with the rails.
 //
 // Simultaneous dials (both sides dial each other before either REQ arrives): the lower process
 // id's REQ wins. The higher side closes its pending queue pairs, accepts the lower's REQ, and
@@ -98,8 +103,13 @@ const odIdleResends = 16
 // being disconnected waits for the disconnect to end, then dials anew; so a Disconnect racing a
 // Dial of the other end ends with both ends forgotten (the Dial had returned the old
 // connections, which its end's release then takes back) or both connected anew, never one end
-// of each. Only a Disconnect that fails (its context, ErrPartition) may leave the other end
-// holding its end of the connection; that end's own Disconnect is then answered at once.
+// of each. Only a Disconnect that fails (its context, ErrPartition), or an OnDemand closed and
+// opened again, may leave the other end holding its end of a connection; that end's own
+// Disconnect is then answered at once, and a
+// new CONN_REQ of the end that forgot is answered with a probe (a CONN_DREQ with
+// udcm.DREQProbe: answered with a CONN_DREP only by a peer that does not hold the connection),
+// whose answer makes the holder release its end as if asked; the resent REQ is then accepted.
+// (A late copy of an earlier REQ is probed too; the peer, holding the connection, ignores it.)
 //
 // The consumer sees each peer's connections in order, so it can keep its own table of them:
 // accept(conns) (or the Dial that returns them) comes before any release of conns and before a
@@ -108,9 +118,10 @@ const odIdleResends = 16
 // before that Disconnect has returned: tell connections apart by identity).
 //
 // The protocol is the pure core odCore (odcore.go: events in, actions out, time as an argument;
-// its transitions are scripted in odcore_test.go); OnDemand is its driver: it holds the lock
-// around the core, creates, connects and closes the queue pairs, sends on the CM, asks admit,
-// runs accept and release and wakes the Dials and Disconnects.
+// its transitions are scripted in odcore_test.go and odcore_admit_disconnect_test.go); OnDemand
+// is its driver: it holds the lock around the core, creates, connects and closes the queue
+// pairs, sends on the CM, asks admit, runs accept and release and wakes the Dials and
+// Disconnects.
 type OnDemand struct {
 	m      *Manager
 	eps    []*Endpoint
@@ -135,6 +146,7 @@ type odLink struct {
 	handed  bool          // the consumer got the connections (accept, Dial or Connected)
 	done    chan struct{} // closed when established (after accept returned) or failed
 	err     error
+	redial  bool          // failed: the attempt was the peer's, its Dials start their own
 	gone    chan struct{} // closed when the peer is forgotten after a disconnect, or it ended with goneErr
 	goneErr error
 }
@@ -209,10 +221,10 @@ func (d *OnDemand) Addr() []byte { return append([]byte(nil), d.addr...) }
 // protocol goroutine, without the OnDemand's lock, once per attempt of a peer that has nothing
 // here (not for that attempt's resends and copies); true accepts (queue pairs are created, accept
 // runs when the dialer confirms), false refuses: CONN_REJ, nothing is created, the dialer's Dial
-// fails with ErrRejected. Not put to admit: a REQ that meets our own dial of that peer (our
-// consumer asked for the connection), a new attempt replacing one accepted but not yet
-// confirmed (it keeps that admission). An accepted attempt may still end without a connection
-// (the dialer gives it up): accept is then never called for it. admit must not block; it may
+// fails with ErrRejected. A REQ that meets our own dial of that peer is not put to admit (our
+// consumer asked for the connection). An accepted attempt may still end without a connection
+// (the dialer gives it up, or it was a late copy of a REQ the dialer had abandoned): accept is
+// then never called for it. admit must not block; it may
 // call the OnDemand's non-blocking methods (Connected, Stats), not Dial or Disconnect (an
 // eviction it decides runs on another goroutine). nil (the default) admits every peer. Set it
 // before the OnDemand is used.
@@ -223,7 +235,8 @@ func (d *OnDemand) SetAdmit(admit func(peer uint32) bool) {
 }
 
 // SetRelease sets how the consumer gives back the connections of a peer that disconnects
-// (its CONN_DREQ, [IBA §12.6]): release(peer, conns, done) is called once per connection torn
+// (its CONN_DREQ, [IBA §12.6]; or its answer to our probe: it no longer holds them, see the type
+// doc): release(peer, conns, done) is called once per connection torn
 // down, on the manager's protocol goroutine without the OnDemand's lock; it must not block: the
 // consumer stops using conns (one per rail; drains what is in flight, on its own goroutine if that
 // takes time), closes them, then calls done, once, from any goroutine; only then does the
@@ -249,32 +262,41 @@ func (d *OnDemand) Stats() OnDemandStats {
 // concurrent Dials of the peer return the same connections, a Dial during the peer's own dial
 // waits for that, a Dial during a disconnect of the peer waits for it to end and then makes new
 // connections. The connections belong to the caller (Close them before the manager's devices);
-// the slice is a copy. Errors: ibv.ErrInvalidArgument (peer is self), ErrMalformed (addr),
-// ErrRejected (the peer refused: its admission, or its resources), ErrNotConnected (waiting on
-// the peer's own dial, which it disconnected before confirming it here), ErrClosed, the
-// context's error (the attempt stays pending and a later Dial resumes it), those of creating
-// queue pairs.
+// the slice is a copy. A Dial that waits on the peer's own dial which then fails (the peer gave
+// it up) makes an attempt of its own. Errors: ibv.ErrInvalidArgument (peer is self),
+// ErrMalformed (addr), ErrRejected (the peer refused: its admission, or its resources),
+// ErrClosed, the context's error (the attempt stays pending and a later Dial resumes it), those
+// of creating queue pairs.
 func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn, error) {
 	if peer == d.self {
 		return nil, fmt.Errorf("hybridft: dial: %w: peer %d is this process", ibv.ErrInvalidArgument, peer)
 	}
 	for {
-		d.mu.Lock()
-		if d.core.closed {
-			d.mu.Unlock()
-			return nil, ErrClosed
+		conns, again, err := d.dialOnce(ctx, peer, addr)
+		if !again {
+			return conns, err
 		}
-		p, l := d.core.peers[peer], d.links[peer]
-		if p == nil || l == nil || p.role != odClosing && p.role != odReleasing {
-			break // d.mu held
-		}
+	}
+}
+
+// dialOnce waits for a disconnect of peer in progress to end, or joins or starts an attempt and
+// waits for it. again: dial anew (the disconnect ended; or the attempt was the peer's and it
+// failed, see odAction.Redial).
+func (d *OnDemand) dialOnce(ctx context.Context, peer uint32, addr []byte) ([]*Conn, bool, error) {
+	d.mu.Lock()
+	if d.core.closed {
+		d.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if p, l := d.core.peers[peer], d.links[peer]; p != nil && l != nil && (p.role == odClosing || p.role == odReleasing) {
 		d.mu.Unlock()
 		select {
 		case <-l.gone:
+			return nil, true, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
 		case <-d.m.ctx.Done():
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 		}
 	}
 	ev := odEvent{Kind: odDial, Peer: peer, Nonce: rand.Uint32() | 1}
@@ -282,7 +304,7 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		a, err := unmarshalODAddr(addr)
 		if err != nil {
 			d.mu.Unlock()
-			return nil, fmt.Errorf("hybridft: dial %d: %w", peer, err)
+			return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, err)
 		}
 		ev.Addr = a
 	}
@@ -293,10 +315,10 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 		d.finish(after)
 		for _, f := range after.fin {
 			if f.err != nil {
-				return nil, f.err
+				return nil, false, f.err
 			}
 		}
-		return nil, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
+		return nil, false, fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
 	}
 	d.mu.Unlock()
 	d.finish(after)
@@ -314,13 +336,13 @@ func (d *OnDemand) Dial(ctx context.Context, peer uint32, addr []byte) ([]*Conn,
 	select {
 	case <-l.done: // established or failed meanwhile: that is the answer
 		if l.err != nil {
-			return nil, l.err
+			return nil, l.redial && err == nil && !d.core.closed, l.err
 		}
 		l.handed = true
-		return append([]*Conn(nil), l.conns...), nil
+		return append([]*Conn(nil), l.conns...), false, nil
 	default:
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // Disconnect tears down the connections to peer by agreement of both ends (CONN_DREQ/DREP, the
@@ -470,7 +492,7 @@ func (d *OnDemand) step(ev odEvent, now time.Time) odAfter {
 			l.handed = d.accept != nil || a.Waited
 			after.fin = append(after.fin, l)
 		case odFailed:
-			l.conns, l.err = nil, a.Err
+			l.conns, l.err, l.redial = nil, a.Err, a.Redial
 			delete(d.links, a.Peer)
 			after.fin = append(after.fin, l)
 		case odAdmit:
@@ -557,7 +579,9 @@ func (d *OnDemand) finish(after odAfter) {
 			d.mu.Unlock()
 			after.fin = append(after.fin, next.fin...)
 			after.release = append(after.release, next.release...)
-			after.admit, after.admitFn = append(after.admit, next.admit...), next.admitFn
+			if len(next.admit) > 0 {
+				after.admit, after.admitFn = append(after.admit, next.admit...), next.admitFn
+			}
 		}
 		if len(after.fin)+len(after.release)+len(after.admit) == 0 {
 			return

@@ -29,7 +29,8 @@ type odNode struct {
 	eps []*Endpoint
 
 	mu       sync.Mutex
-	accepted map[uint32][][]*Conn // every accept call, by peer
+	accepted map[uint32][][]*Conn             // every accept call, by peer
+	onAccept func(peer uint32, conns []*Conn) // tests: also called by accept
 }
 
 const odJob = 42
@@ -60,7 +61,11 @@ func attachOD(t *testing.T, nd *node, id, job uint32, rails int) *odNode {
 	n.d, err = n.m.OnDemand(n.eps, id, job, func(peer uint32, conns []*Conn) {
 		n.mu.Lock()
 		n.accepted[peer] = append(n.accepted[peer], conns)
+		hook := n.onAccept
 		n.mu.Unlock()
+		if hook != nil {
+			hook(peer, conns)
+		}
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

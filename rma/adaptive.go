@@ -293,15 +293,19 @@ func (a *adaptive) disconnect(ctx context.Context, pe *peer) {
 		pe.ch.Store(pe.dc)
 		pe.gate.Store(false)
 	}
+	// Forget the connection first: the peer may dial again, and its accept install a new one,
+	// before Disconnect returns.
+	a.r.odMu.Lock()
+	if pe.rc == rc {
+		pe.rc = nil
+	}
+	a.r.odMu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	err := a.od.Disconnect(dctx, uint32(pe.rank))
 	cancel()
 	if err != nil {
 		a.r.log.Debug().Err(err).Int("peer", pe.rank).Msg("rma: adaptive transport: disconnect")
 	}
-	a.r.odMu.Lock()
-	pe.rc = nil
-	a.r.odMu.Unlock()
 	_ = rc.Close()
 	a.closes.Add(1)
 }

@@ -25,7 +25,7 @@ func TestAtOnceOrdering(t *testing.T) {
 				w, err := Allocate(ctx, rt, 128, 4, d.opts...) // displacements in 4-byte units
 				require.NoError(t, err)
 				direct := rt.TransportTo(tg) == "shm" || me == tg
-				require.Equal(t, direct, w.direct[tg])
+				require.Equal(t, direct, w.tgt[tg].direct)
 				epochs := []string{"shared", "exclusive", "fence"}
 				for _, ep := range epochs {
 					if ep == "fence" {
@@ -56,11 +56,11 @@ func TestAtOnceOrdering(t *testing.T) {
 						res := make([]byte, 8)
 						require.NoError(t, w.FetchAndOp(ctx, i64(1), res, Int64, tg, 0, OpSum)) // behind it
 						if direct {
-							require.Equal(t, 2, w.qn[tg], "the one-element op waits behind the queued array")
+							require.Equal(t, 2, w.tgt[tg].queued, "the one-element op waits behind the queued array")
 						}
 						flush()
 						require.Equal(t, int64(10), geti64(res, 0))
-						require.Zero(t, w.qn[tg])
+						require.Zero(t, w.tgt[tg].queued)
 
 						// at issue (shm): results are there before any flush
 						require.NoError(t, w.FetchAndOp(ctx, i64(5), res, Int64, tg, 0, OpSum))

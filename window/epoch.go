@@ -325,6 +325,30 @@ func (e *Epochs) Wait() error {
 // already locked (by Lock or LockAll); ErrRMAConflict inside a PSCW access epoch or a fence
 // epoch with operations; ErrArg for a bad lock type, ErrRank for a bad target.
 func (e *Epochs) Lock(t int, l LockType, a Assert) error {
+	if e.lockable(t, l, a) {
+		e.locked(t, l)
+		return nil
+	}
+	return e.lock(t, l, a)
+}
+
+// lockable is Lock's check of the usual case in one expression, with no call (the Window
+// inlines it): valid arguments, t not locked, no LockAll, no PSCW access epoch, no fence epoch
+// with operations. When it is false, lock reports why.
+func (e *Epochs) lockable(t int, l LockType, a Assert) bool {
+	return a&^lockAsserts == 0 && l-LockShared <= LockExclusive-LockShared && uint(t) < uint(len(e.locks)) &&
+		e.locks[t] == 0 && !e.lockAll && !e.start && !(e.fence && e.fenceUsed)
+}
+
+// locked commits a Lock that lockable allowed.
+func (e *Epochs) locked(t int, l LockType) {
+	e.fence = false
+	e.locks[t] = l
+	e.nLocks++
+}
+
+// lock is Lock with its errors.
+func (e *Epochs) lock(t int, l LockType, a Assert) error {
 	if err := checkAssert("Lock", a, lockAsserts); err != nil {
 		return err
 	}
@@ -352,15 +376,24 @@ func (e *Epochs) Lock(t int, l LockType, a Assert) error {
 // Unlock is MPI_Win_unlock: it closes the passive-target epoch to t. ErrRMASync when t is not
 // locked by Lock (a LockAll epoch is closed by UnlockAll only).
 func (e *Epochs) Unlock(t int) error {
+	if e.Locked(t) == 0 {
+		return e.unlockErr(t)
+	}
+	e.unlocked(t)
+	return nil
+}
+
+// unlocked commits an Unlock of a target locked by Lock (Locked(t) ≠ 0).
+func (e *Epochs) unlocked(t int) {
+	e.locks[t] = 0
+	e.nLocks--
+}
+
+func (e *Epochs) unlockErr(t int) error {
 	if err := e.checkRank("Unlock", t); err != nil {
 		return err
 	}
-	if e.locks[t] == 0 {
-		return fmt.Errorf("%w: Unlock of target %d without Lock (%v)", ErrRMASync, t, e)
-	}
-	e.locks[t] = 0
-	e.nLocks--
-	return nil
+	return fmt.Errorf("%w: Unlock of target %d without Lock (%v)", ErrRMASync, t, e)
 }
 
 // LockAll is MPI_Win_lock_all: a shared passive-target epoch to every rank. ErrRMASync when a
@@ -395,13 +428,22 @@ func (e *Epochs) UnlockAll() error {
 // Flush checks MPI_Win_flush(t) / MPI_Win_flush_local(t): t must be in a passive-target epoch.
 // It changes nothing.
 func (e *Epochs) Flush(t int) error {
+	if e.passiveTo(t) {
+		return nil
+	}
+	return e.flushErr(t)
+}
+
+// passiveTo reports whether t is a rank with a passive-target epoch (Lock or LockAll) open to it.
+func (e *Epochs) passiveTo(t int) bool {
+	return uint(t) < uint(len(e.locks)) && (e.locks[t] != 0 || e.lockAll)
+}
+
+func (e *Epochs) flushErr(t int) error {
 	if err := e.checkRank("Flush", t); err != nil {
 		return err
 	}
-	if e.locks[t] == 0 && !e.lockAll {
-		return fmt.Errorf("%w: Flush of target %d outside a passive-target epoch to it (%v)", ErrRMASync, t, e)
-	}
-	return nil
+	return fmt.Errorf("%w: Flush of target %d outside a passive-target epoch to it (%v)", ErrRMASync, t, e)
 }
 
 // FlushAll checks MPI_Win_flush_all / MPI_Win_flush_local_all: a passive-target epoch must be
@@ -417,12 +459,21 @@ func (e *Epochs) FlushAll() error {
 // is allowed now, changing nothing: ErrRank for a bad target, ErrRMASync when no open access
 // epoch covers t.
 func (e *Epochs) CheckAccess(t int) error {
+	if e.covers(t) {
+		return nil
+	}
+	return e.accessErr(t)
+}
+
+// covers reports whether t is a rank an open access epoch covers (CheckAccess's nil), with no
+// call: the Window inlines it.
+func (e *Epochs) covers(t int) bool {
+	return uint(t) < uint(len(e.locks)) && (e.locks[t] != 0 || e.lockAll || e.fence || e.start && e.startSet[t])
+}
+
+func (e *Epochs) accessErr(t int) error {
 	if err := e.checkRank("operation", t); err != nil {
 		return err
-	}
-	switch {
-	case e.fence, e.start && e.startSet[t], e.locks[t] != 0, e.lockAll:
-		return nil
 	}
 	return fmt.Errorf("%w: operation to target %d outside an access epoch to it (%v)", ErrRMASync, t, e)
 }

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -199,4 +200,43 @@ func TestAssertString(t *testing.T) {
 	require.Equal(t, "NOPRECEDE|NOSUCCEED", (ModeNoPrecede | ModeNoSucceed).String())
 	require.Equal(t, "0", Assert(0).String())
 	require.Equal(t, "NOCHECK|0x100", (ModeNoCheck | 1<<8).String())
+}
+
+// TestEpochFastChecks walks the machine through random events (valid and misused) and checks, in
+// every state reached, that the call-free checks the Window inlines agree with the machine's full
+// validation: lockable with lock (which reports every broken rule), covers with CheckAccess,
+// passiveTo with Flush, Locked(t) ≠ 0 with Unlock; and that Lock's usual case (lockable, then
+// locked) leaves the state lock leaves.
+func TestEpochFastChecks(t *testing.T) {
+	const n = 3
+	rng := rand.New(rand.NewPCG(1, 2))
+	events := []ev{fence(0), fence(ModeNoPrecede), fence(ModeNoSucceed), start(1), start(0, 2), post(1, 2),
+		complete, wait, lockAll, unlockAll, free}
+	for tg := -1; tg <= n; tg++ {
+		events = append(events, lock(tg, LockShared), lock(tg, LockExclusive), unlock(tg), access(tg), flush(tg))
+	}
+	e := NewEpochs(n)
+	states := 0
+	for step := 0; step < 3000; step++ {
+		_ = events[rng.IntN(len(events))].do(e)
+		for tg := -1; tg <= n; tg++ {
+			require.Equal(t, e.CheckAccess(tg) == nil, e.covers(tg), "covers(%d) in %v", tg, e)
+			require.Equal(t, e.Flush(tg) == nil, e.passiveTo(tg), "passiveTo(%d) in %v", tg, e)
+			u := snapshot(e)
+			require.Equal(t, u.Unlock(tg) == nil, e.Locked(tg) != 0, "Unlock(%d) in %v", tg, e)
+			for _, l := range []LockType{0, LockShared, LockExclusive, 3} {
+				for _, a := range []Assert{0, ModeNoCheck, ModeNoStore} {
+					slow, fast := snapshot(e), snapshot(e)
+					err := slow.lock(tg, l, a)
+					require.Equal(t, err == nil, fast.lockable(tg, l, a), "lockable(%d, %v, %v) in %v: lock says %v", tg, l, a, e, err)
+					if err == nil {
+						fast.locked(tg, l)
+						require.Equal(t, slow, fast, "Lock(%d, %v, %v) in %v", tg, l, a, e)
+						states++
+					}
+				}
+			}
+		}
+	}
+	require.Positive(t, states, "no state allowed a Lock")
 }

@@ -24,33 +24,46 @@ import (
 // compare-and-swap and swap, only without rma's per-call dispatch). [MPI-3.1] §11.7.1.
 
 // mapped returns t's part of seg (the window's w.sync or w.data) through this process's mapping,
-// or nil when t is not direct or cannot be mapped (then the caller uses rma). The parts mapped at
-// Create are kept (w.mapSync, w.mapData) and used while rma says they are stable (MappedStable:
-// a few loads); otherwise every call asks rma again, with its checks and errors.
+// or nil when t is not direct or cannot be mapped (then the caller uses rma): the data part
+// mapped at Create while rma says it is stable (dataPart), else what rma.Mapped returns now, with
+// its checks and errors (mapAgain). The operations run at issue call dataPart, then mapAgain.
 func (w *Window) mapped(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
-	keep := w.mapData
-	if seg == w.sync {
-		keep = w.mapSync
+	if seg == w.data {
+		if m := w.dataPart(t); m != nil {
+			return m, nil
+		}
 	}
-	if m := keep[t]; m != nil && w.rt.MappedStable(seg) {
-		return m, nil
+	return w.mapAgain(ctx, seg, t)
+}
+
+// dataPart is t's part of the window mapped at Create (targetState.data) while rma says it is
+// stable; nil otherwise (then the caller asks rma: mapAgain). Inlined by the operations run at
+// issue.
+func (w *Window) dataPart(t int) []byte {
+	if m := w.tgt[t].data; m != nil && w.rt.MappedStable(w.data) {
+		return m
 	}
-	if !w.direct[t] {
+	return nil
+}
+
+// mapAgain is mapped's path through rma.Mapped.
+func (w *Window) mapAgain(ctx context.Context, seg *rma.Segment, t int) ([]byte, error) {
+	if !w.tgt[t].direct {
 		return nil, nil
 	}
 	return w.rt.Mapped(ctx, seg, t)
 }
 
-// mapParts fills w.mapSync and w.mapData with the direct ranks' parts (Create). A part that
-// cannot be mapped now stays nil: mapped asks rma at each use instead.
+// mapParts takes the direct ranks' parts (targetState's words and data) at Create. A part that
+// cannot be mapped now stays nil: the window asks rma at each use instead.
 func (w *Window) mapParts(ctx context.Context) {
-	w.mapSync, w.mapData = make([][]byte, w.n), make([][]byte, w.n)
 	for p := range w.n {
-		if !w.direct[p] {
+		if !w.tgt[p].direct {
 			continue
 		}
-		w.mapSync[p], _ = w.rt.Mapped(ctx, w.sync, p)
-		w.mapData[p], _ = w.rt.Mapped(ctx, w.data, p)
+		m, _ := w.rt.Mapped(ctx, w.sync, p)
+		w.tgt[p].words = asWords(m)
+		w.tgt[p].data, _ = w.rt.Mapped(ctx, w.data, p)
 	}
 }
 
@@ -98,9 +111,11 @@ func (w *Window) rmw(ctx context.Context, seg *rma.Segment, t, off int, op accum
 // put copies src to byte offset off of t's window (complete at t when it returns on the mapped
 // path; through rma's blocking Put otherwise).
 func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
-	m, err := w.mapped(ctx, w.data, t)
-	if err != nil {
-		return err
+	m, err := w.dataPart(t), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if off < 0 || off > len(m)-len(src) {
@@ -114,9 +129,11 @@ func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
 
 // get copies len(dst) bytes at byte offset off of t's window into dst (as put).
 func (w *Window) get(ctx context.Context, dst []byte, t, off int) error {
-	m, err := w.mapped(ctx, w.data, t)
-	if err != nil {
-		return err
+	m, err := w.dataPart(t), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if off < 0 || off > len(m)-len(dst) {

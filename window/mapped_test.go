@@ -17,11 +17,11 @@ func TestMappedParts(t *testing.T) {
 		require.NoError(t, err)
 		for p := 0; p < rt.Size(); p++ {
 			direct := p == rt.Rank() || rt.TransportTo(p) == "shm"
-			require.Equal(t, direct, w.mapSync[p] != nil, "sync part of rank %d", p)
-			require.Equal(t, direct, w.mapData[p] != nil, "data part of rank %d", p)
+			require.Equal(t, direct, w.tgt[p].words != nil, "sync part of rank %d", p)
+			require.Equal(t, direct, w.tgt[p].data != nil, "data part of rank %d", p)
 			if direct {
-				require.Len(t, w.mapData[p], 64)
-				require.Len(t, w.mapSync[p], syncBytes(rt.Size()))
+				require.Len(t, w.tgt[p].data, 64)
+				require.Len(t, w.tgt[p].words, syncBytes(rt.Size())/8)
 			}
 		}
 		require.NoError(t, w.Free(ctx))

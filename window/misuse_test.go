@@ -71,7 +71,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 		require.ErrorIs(t, w.Post(ctx, []int{peer}, 0), ErrRMAConflict)
 		require.ErrorIs(t, w.Fence(ctx, ModeNoPrecede), ErrRMASync)
 		require.ErrorIs(t, w.Free(ctx), ErrRMASync)
-		if w.direct[peer] { // applied at issue (Put to a same-node rank): nothing to survive in the queue
+		if w.tgt[peer].direct { // applied at issue (Put to a same-node rank): nothing to survive in the queue
 			require.Empty(t, w.q, "the put to a direct target ran at issue")
 		} else {
 			require.Len(t, w.q, 1, "the queued put survives the misuse")

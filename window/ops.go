@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/goarmci/goarmci/internal/accum"
+	"github.com/goarmci/goarmci/internal/memcopy"
 	"github.com/goarmci/goarmci/rma"
 )
 
@@ -92,7 +94,8 @@ func (w *Window) FetchAndOp(ctx context.Context, origin, result []byte, typ Type
 	if len(result) != typ.Size() || (o != OpNoOp && len(origin) != typ.Size()) {
 		return fmt.Errorf("%w: FetchAndOp needs one %v element (origin %d bytes, result %d bytes)", ErrType, typ, len(origin), len(result))
 	}
-	return w.GetAccumulate(ctx, origin, result, typ, target, disp, o)
+	// GetAccumulate's check holds (origin and result are one element each)
+	return w.enqueue(ctx, &op{kind: kGetAcc, target: target, src: origin, dst: result, aop: o, typ: typ}, disp, len(result))
 }
 
 // CompareAndSwap is MPI_Compare_and_swap: one element of an integer type (Int32, Int64): if the
@@ -117,8 +120,8 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.ep.CheckAccess(o.target); err != nil {
-		return err
+	if !w.ep.covers(o.target) { // Epochs.CheckAccess, inlined
+		return w.ep.accessErr(o.target)
 	}
 	if o.kind >= kAcc {
 		if err := checkOp(o.aop, o.typ); err != nil {
@@ -127,26 +130,26 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		if w.opt.native && o.typ == Complex128 && (o.kind != kAcc || o.aop != OpSum) {
 			return fmt.Errorf("%w: %v %v on a SingleIntrinsic window (two-word elements: Accumulate(SUM) only)", ErrOp, o.aop, o.typ)
 		}
-		if n%o.typ.Size() != 0 {
+		if n&(o.typ.Size()-1) != 0 { // sizes and alignments are powers of two: masks, no division
 			return fmt.Errorf("%w: %d bytes is not a whole number of %v", ErrType, n, o.typ)
 		}
 	}
 	t := o.target
-	if disp < 0 || disp > w.maxDisp[t] {
+	if disp < 0 || disp > w.tgt[t].maxDisp {
 		return fmt.Errorf("%w: displacement %d on rank %d", ErrRMARange, disp, t)
 	}
-	off := disp * w.disp[t] // no overflow: disp ≤ MaxInt/disp_unit
-	if off > w.sizes[t]-n {
-		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.sizes[t])
+	off := disp * w.tgt[t].disp // no overflow: disp ≤ MaxInt/disp_unit
+	if off > w.tgt[t].size-n {
+		return fmt.Errorf("%w: [%d,+%d) bytes on rank %d whose window has %d", ErrRMARange, off, n, t, w.tgt[t].size)
 	}
-	if o.kind >= kAcc && off%o.typ.Align() != 0 {
+	if o.kind >= kAcc && off&(o.typ.Align()-1) != 0 {
 		return fmt.Errorf("%w: %v element at byte offset %d (needs %d-byte alignment)", ErrRMARange, o.typ, off, o.typ.Align())
 	}
 	if w.ep.fence { // Epochs.Access, whose check CheckAccess made above
 		w.ep.fenceUsed = true
 	}
 	o.off = off
-	if w.direct[t] && w.qn[t] == 0 {
+	if w.tgt[t].direct && w.tgt[t].queued == 0 {
 		// Nothing of this epoch is queued for t, and every rma operation to t completes at
 		// issue: a small operation runs now (atOnce) — program order with the accumulates to t is
 		// kept, since every earlier one has already been applied.
@@ -158,7 +161,7 @@ func (w *Window) enqueue(ctx context.Context, o *op, disp, n int) error {
 		}
 	}
 	w.q = append(w.q, *o)
-	w.qn[t]++
+	w.tgt[t].queued++
 	if len(w.q) >= w.opt.depth {
 		return w.issue(ctx, -1)
 	}
@@ -175,6 +178,15 @@ const eagerBytes = 4096
 
 // dataAtOnce runs a Put or Get to a direct target now; it is complete when this returns.
 func (w *Window) dataAtOnce(ctx context.Context, o *op) error {
+	if m := w.dataPart(o.target); m != nil && o.off+len(o.src)+len(o.dst) <= len(m) {
+		// put's and get's path through the part mapped at Create: the copy is the operation
+		if o.kind == kPut {
+			memcopy.Copy(m[o.off:], o.src)
+		} else {
+			memcopy.Copy(o.dst, m[o.off:])
+		}
+		return nil
+	}
 	var err error
 	if o.kind == kPut {
 		err = w.put(ctx, o.src, o.target, o.off)
@@ -205,13 +217,18 @@ func (w *Window) accAtOnce(ctx context.Context, o *op) error {
 	case w.ep.Locked(tg) == LockExclusive:
 		err = w.applyOne(ctx, o)
 	default:
-		if err := w.accLock(ctx, tg); err != nil {
-			return err
+		// the first attempt at the accumulate lock runs here: a compare-and-swap on the mapped word
+		if ws := w.words(tg); ws == nil || !atomic.CompareAndSwapUint64(&ws[offAccLock/8], 0, uint64(w.me+1)) {
+			if err := w.accLock(ctx, tg); err != nil {
+				return err
+			}
 		}
 		err = w.applyOne(ctx, o)
 		// The release is a CPU atomic on the mapped word (tg is direct): it cannot block, and
 		// must happen even when ctx is done.
-		if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
+		if ws := w.words(tg); ws != nil { // swap's mapped path, inlined
+			atomic.StoreUint64(&ws[offAccLock/8], 0)
+		} else if e := w.swap(context.Background(), tg, offAccLock, 0); e != nil {
 			return errors.Join(err, fmt.Errorf("window: accumulate unlock on rank %d: %w", tg, e))
 		}
 	}
@@ -231,9 +248,11 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 	if o.kind != kAcc {
 		n = len(o.dst)
 	}
-	m, err := w.mapped(ctx, w.data, o.target)
-	if err != nil {
-		return err
+	m, err := w.dataPart(o.target), error(nil)
+	if m == nil {
+		if m, err = w.mapAgain(ctx, w.data, o.target); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		if o.off < 0 || o.off > len(m)-n {
@@ -272,22 +291,33 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 // store with every other accumulate-class operation to the element, so no atomic instruction is
 // needed on elem itself (the window's atomicity domain, AccOps).
 func applyWord(o *op, elem, cur []byte) {
-	copy(cur, elem)
+	copyElem(cur, elem)
 	switch o.kind {
 	case kCAS:
-		copy(o.dst, cur)
+		copyElem(o.dst, cur)
 		if bytes.Equal(cur, o.cmp) {
-			copy(elem, o.src)
+			copyElem(elem, o.src)
 		}
 		return
 	case kGetAcc:
-		copy(o.dst, cur)
+		copyElem(o.dst, cur)
 	}
 	if o.aop == OpNoOp {
 		return
 	}
 	combine(o.aop, o.typ, cur, o.src)
-	copy(elem, cur)
+	copyElem(elem, cur)
+}
+
+// copyElem copies one 4- or 8-byte element (src's length; dst at least as long) with one load and
+// one store, where copy would call memmove.
+func copyElem(dst, src []byte) {
+	le := binary.LittleEndian
+	if len(src) == 8 {
+		le.PutUint64(dst, le.Uint64(src))
+		return
+	}
+	le.PutUint32(dst, le.Uint32(src))
 }
 
 // ---- issue and completion ----
@@ -300,11 +330,18 @@ func (w *Window) completeAll(ctx context.Context) error {
 	return w.complete(ctx, -1)
 }
 
-// complete does completeAll for one target (t ≥ 0) or for all (t < 0).
+// complete does completeAll for one target (t ≥ 0) or for all (t < 0). Inlined: when nothing
+// is queued or carrying data (every operation ran at issue) it is two loads. (An operation in
+// flight, in w.pend, carries data: its target stays touched until it is waited for.)
 func (w *Window) complete(ctx context.Context, t int) error {
-	if len(w.q) == 0 && len(w.pend) == 0 && w.nTouched == 0 {
-		return nil // nothing queued, in flight or carrying data: every operation ran at issue
+	if len(w.q) == 0 && w.nTouched == 0 {
+		return nil
 	}
+	return w.completeQueued(ctx, t)
+}
+
+// completeQueued is complete with operations queued, in flight or carrying data.
+func (w *Window) completeQueued(ctx context.Context, t int) error {
 	err := w.issue(ctx, t)
 	if len(w.pend) == 0 && w.nTouched == 0 {
 		return err // nothing in flight, nothing carried data: the common case of ops run at issue
@@ -349,13 +386,15 @@ func (w *Window) touch(t int) {
 // program order, under one accumulate-lock acquisition per target.
 // Operations leave the queue even when issuing fails (the error is returned).
 func (w *Window) issue(ctx context.Context, t int) error {
-	if len(w.q) == 0 || (t >= 0 && w.qn[t] == 0) {
+	if len(w.q) == 0 || (t >= 0 && w.tgt[t].queued == 0) {
 		return nil
 	}
 	if t < 0 {
-		clear(w.qn)
+		for u := range w.tgt {
+			w.tgt[u].queued = 0
+		}
 	} else {
-		w.qn[t] = 0
+		w.tgt[t].queued = 0
 	}
 	sel, keep := w.sel[:0], w.q[:0]
 	for i := range w.q {

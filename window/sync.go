@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/goarmci/goarmci/internal/accum"
@@ -146,32 +147,47 @@ func spinBudget(machineRanks, cores int) int {
 // probeEvery is how often a wait that has backed off to sleeps probes the ranks it waits for.
 const probeEvery = 100 * time.Millisecond
 
-// faa, swap and cas are the atomics on the 8-byte words of t's synchronization segment (rmw:
-// CPU atomics through the mapping for a direct t, rma's otherwise).
-func (w *Window) faa(ctx context.Context, t, off int, v int64) (int64, error) {
-	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) { // rmw's path, without its dispatch
-		old, err := accum.FetchAdd64(m[off:off+8], uint64(v))
-		return int64(old), err
+// words is t's part of the synchronization segment as mapped at Create (targetState.words), while rma
+// says the mapping is stable (MappedStable: a few loads); nil otherwise, and then the caller
+// goes through rma, which checks and reports what changed.
+func (w *Window) words(t int) []uint64 {
+	if ws := w.tgt[t].words; ws != nil && w.rt.MappedStable(w.sync) {
+		return ws
 	}
-	old, err := w.rmw(ctx, w.sync, t, off, accum.OpFetchAdd64, uint64(v), 0)
-	return int64(old), err
+	return nil
+}
+
+// faa, swap and cas are the atomics on the 8-byte words of t's synchronization segment at byte
+// offset off (a multiple of 8): the CPU's atomic instructions on the words mapped at Create for a
+// direct t (words), rma's otherwise (rmw).
+func (w *Window) faa(ctx context.Context, t, off int, v int64) (int64, error) {
+	if ws := w.words(t); ws != nil {
+		return int64(atomic.AddUint64(&ws[off/8], uint64(v)) - uint64(v)), nil
+	}
+	return w.syncRMW(ctx, t, off, accum.OpFetchAdd64, v, 0)
 }
 
 func (w *Window) swap(ctx context.Context, t, off int, v uint64) error {
-	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) {
-		_, err := accum.Swap64(m[off:off+8], v)
-		return err
+	if ws := w.words(t); ws != nil {
+		atomic.StoreUint64(&ws[off/8], v) // an xchg: the store of a swap whose old value goes nowhere
+		return nil
 	}
-	_, err := w.rmw(ctx, w.sync, t, off, accum.OpSwap64, v, 0)
+	_, err := w.syncRMW(ctx, t, off, accum.OpSwap64, int64(v), 0)
 	return err
 }
 
 func (w *Window) cas(ctx context.Context, t, off int, cmp, v int64) (int64, error) {
-	if m := w.mapSync[t]; m != nil && w.rt.MappedStable(w.sync) {
-		old, err := accum.CmpSwap64(m[off:off+8], uint64(cmp), uint64(v))
-		return int64(old), err
+	if ws := w.words(t); ws != nil && atomic.CompareAndSwapUint64(&ws[off/8], uint64(cmp), uint64(v)) {
+		return cmp, nil
 	}
-	old, err := w.rmw(ctx, w.sync, t, off, accum.OpCmpSwap64, uint64(v), uint64(cmp))
+	// failed (rmw's compare-and-swap, tried again, returns the value that made it fail), or not
+	// mapped
+	return w.syncRMW(ctx, t, off, accum.OpCmpSwap64, v, cmp)
+}
+
+// syncRMW is faa's, swap's and cas's path through rmw.
+func (w *Window) syncRMW(ctx context.Context, t, off int, op accum.Op, v, cmp int64) (int64, error) {
+	old, err := w.rmw(ctx, w.sync, t, off, op, uint64(v), uint64(cmp))
 	return int64(old), err
 }
 
@@ -359,42 +375,32 @@ func (w *Window) Lock(ctx context.Context, l LockType, t int, a Assert) error {
 	// nLocks and locks[t] (0 before): undone if the lock word cannot be taken. (probe would copy
 	// every per-rank slice, O(ranks) per Lock.)
 	fence, nLocks := w.ep.fence, w.ep.nLocks
-	if err := w.ep.Lock(t, l, a); err != nil {
+	if w.ep.lockable(t, l, a) { // Epochs.Lock, its usual case inlined
+		w.ep.locked(t, l)
+	} else if err := w.ep.lock(t, l, a); err != nil {
 		return err
 	}
 	if a&ModeNoCheck == 0 {
-		if err := w.acquire(ctx, l, t); err != nil {
-			w.ep.fence, w.ep.nLocks = fence, nLocks
-			w.ep.locks[t] = 0
-			return err
+		// to a direct target the first attempt runs here, one atomic on the mapped word
+		if ws := w.words(t); ws == nil || !tryLockWord(&ws[offLock/8], l) {
+			if err := w.acquire(ctx, l, t); err != nil {
+				w.ep.fence, w.ep.nLocks = fence, nLocks
+				w.ep.locks[t] = 0
+				return err
+			}
 		}
 	}
-	w.lockNoCheck[t] = a&ModeNoCheck != 0
+	w.tgt[t].noCheck = a&ModeNoCheck != 0
 	return nil
 }
 
+// acquire takes t's lock word, retrying with backoff.
 func (w *Window) acquire(ctx context.Context, l LockType, t int) error {
 	var b backoff
 	for {
-		if l == LockExclusive {
-			old, err := w.cas(ctx, t, offLock, 0, lockWriter)
-			if err != nil {
-				return fmt.Errorf("window: Lock(exclusive, %d): %w", t, err)
-			}
-			if old == 0 {
-				return nil
-			}
-		} else {
-			old, err := w.faa(ctx, t, offLock, 1)
-			if err != nil {
-				return fmt.Errorf("window: Lock(shared, %d): %w", t, err)
-			}
-			if old&lockWriter == 0 {
-				return nil
-			}
-			if _, err := w.faa(context.WithoutCancel(ctx), t, offLock, -1); err != nil {
-				return fmt.Errorf("window: Lock(shared, %d): back off: %w", t, err)
-			}
+		ok, err := w.tryLock(ctx, l, t)
+		if err != nil || ok {
+			return err
 		}
 		if err := b.wait(ctx); err != nil {
 			return fmt.Errorf("window: Lock(%v, %d): %w", l, t, err)
@@ -402,15 +408,63 @@ func (w *Window) acquire(ctx context.Context, l LockType, t int) error {
 	}
 }
 
-func (w *Window) release(ctx context.Context, l LockType, t int) error {
-	d := int64(-1)
-	if l == LockExclusive {
-		d = -lockWriter
+// tryLock makes one attempt at t's lock word (Lock's protocol): through the mapping
+// (tryLockWord) or with rma's atomics.
+func (w *Window) tryLock(ctx context.Context, l LockType, t int) (bool, error) {
+	if ws := w.words(t); ws != nil {
+		return tryLockWord(&ws[offLock/8], l), nil
 	}
-	if _, err := w.faa(ctx, t, offLock, d); err != nil {
+	if l == LockExclusive {
+		old, err := w.syncRMW(ctx, t, offLock, accum.OpCmpSwap64, lockWriter, 0)
+		if err != nil {
+			return false, fmt.Errorf("window: Lock(exclusive, %d): %w", t, err)
+		}
+		return old == 0, nil
+	}
+	old, err := w.syncRMW(ctx, t, offLock, accum.OpFetchAdd64, 1, 0)
+	if err != nil {
+		return false, fmt.Errorf("window: Lock(shared, %d): %w", t, err)
+	}
+	if old&lockWriter == 0 {
+		return true, nil
+	}
+	if _, err := w.faa(context.WithoutCancel(ctx), t, offLock, -1); err != nil {
+		return false, fmt.Errorf("window: Lock(shared, %d): back off: %w", t, err)
+	}
+	return false, nil
+}
+
+// tryLockWord makes one attempt at a lock word this process maps: exclusive = compare-and-swap
+// 0 → writer bit; shared = fetch-and-add 1, undone when the writer bit is set.
+func tryLockWord(p *uint64, l LockType) bool {
+	if l == LockExclusive {
+		return atomic.CompareAndSwapUint64(p, 0, uint64(lockWriter))
+	}
+	if (atomic.AddUint64(p, 1)-1)&uint64(lockWriter) == 0 {
+		return true
+	}
+	atomic.AddUint64(p, ^uint64(0))
+	return false
+}
+
+// release gives back the lock l on t's lock word: fetch-and-add −1 (shared) or −writer bit.
+func (w *Window) release(ctx context.Context, l LockType, t int) error {
+	if ws := w.words(t); ws != nil {
+		atomic.AddUint64(&ws[offLock/8], uint64(unlockDelta(l)))
+		return nil
+	}
+	if _, err := w.syncRMW(ctx, t, offLock, accum.OpFetchAdd64, unlockDelta(l), 0); err != nil {
 		return fmt.Errorf("window: Unlock(%d): %w", t, err)
 	}
 	return nil
+}
+
+// unlockDelta is what release adds to the lock word to give back l.
+func unlockDelta(l LockType) int64 {
+	if l == LockExclusive {
+		return -lockWriter
+	}
+	return -1
 }
 
 // Unlock is MPI_Win_unlock: it completes every operation to t at t [Vishnu07 §5.2.1], releases
@@ -423,19 +477,24 @@ func (w *Window) Unlock(ctx context.Context, t int) error {
 	// As in Lock: Epochs.Unlock validates first and changes only nLocks and locks[t], undone when
 	// completion or the release fails (the epoch stays open).
 	l, nLocks := w.ep.Locked(t), w.ep.nLocks
-	if err := w.ep.Unlock(t); err != nil {
-		return err
+	if l == 0 { // Epochs.Unlock, inlined
+		return w.ep.unlockErr(t)
 	}
+	w.ep.unlocked(t)
 	err := w.complete(ctx, t)
-	if err == nil && !w.lockNoCheck[t] {
-		err = w.release(ctx, l, t)
+	if err == nil && !w.tgt[t].noCheck {
+		if ws := w.words(t); ws != nil { // release's mapped path, inlined
+			atomic.AddUint64(&ws[offLock/8], uint64(unlockDelta(l)))
+		} else {
+			err = w.release(ctx, l, t)
+		}
 	}
 	if err != nil {
 		w.ep.nLocks = nLocks
 		w.ep.locks[t] = l
 		return err
 	}
-	w.lockNoCheck[t] = false
+	w.tgt[t].noCheck = false
 	return nil
 }
 
@@ -492,8 +551,8 @@ func (w *Window) Flush(ctx context.Context, t int) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.ep.Flush(t); err != nil {
-		return err
+	if !w.ep.passiveTo(t) { // Epochs.Flush, inlined
+		return w.ep.flushErr(t)
 	}
 	return w.complete(ctx, t)
 }

@@ -113,6 +113,27 @@ const (
 
 func syncBytes(n int) int { return offGrant + 8*n }
 
+// targetState is what a window keeps of one rank as a target, in one place: the checks and the
+// same-node path of an operation to it read one or two cache lines.
+type targetState struct {
+	// words is its part of the synchronization segment as this process maps it, as 8-byte words
+	// for the CPU's atomics (faa, swap, cas); data its part of the data segment (see mapped).
+	// Taken at Create; nil: not direct, or not mapped.
+	words []uint64
+	data  []byte
+
+	size    int // bytes of its window
+	disp    int // its disp_unit
+	maxDisp int // its largest displacement whose byte offset fits an int
+	queued  int // operations of w.q to it
+
+	// direct: it is reached through a mapped view or is this rank (rma transport "shm" or
+	// "self"): every rma operation to it completes at issue, so a small operation to it runs at
+	// once instead of being queued (atOnce).
+	direct  bool
+	noCheck bool // locked by Lock with ModeNoCheck (no lock word held)
+}
+
 // Window is an MPI-2/3 window (MPI_Win) on this rank: a part of an rma segment on every rank,
 // addressed by (target rank, displacement in units of the target's disp_unit), plus a small
 // synchronization segment holding its lock words, flags and counters.
@@ -125,17 +146,15 @@ type Window struct {
 	ownData bool
 	sync    *rma.Segment
 	me, n   int
-	sizes   []int // bytes of each rank's window
-	disp    []int // each rank's disp_unit
-	maxDisp []int // each rank's largest displacement whose byte offset fits an int
 	opt     options
 
-	ep        *Epochs
+	tgt []targetState // per target rank
+
+	ep        Epochs
 	epScratch *Epochs
 
 	// passive target
-	lockNoCheck []bool // per target: Lock with ModeNoCheck (no lock word held)
-	allNoCheck  bool
+	allNoCheck bool // LockAll with ModeNoCheck
 
 	// PSCW
 	postSeq    []uint64 // per origin: Posts this rank made to it
@@ -145,21 +164,11 @@ type Window struct {
 	// fence
 	fenceID uint64
 
-	// direct[p]: rank p is reached through a mapped view or is this rank (rma transport "shm" or
-	// "self"): every rma operation to it completes at issue, so a small operation to it runs at
-	// once instead of being queued (atOnce).
-	direct []bool
 	// spinMax is how many polls a local wait (pollLocal) may spin before it yields: spinPolls
 	// when the window's ranks on this machine have a core each, else 0 (decided at Create, as
 	// rma's waits); spin is the current budget, adapted by pollLocal within [spinFloor, spinMax]
 	// (see there).
 	spinMax, spin int
-	// mapSync[p], mapData[p]: direct rank p's part of the synchronization and data segments as
-	// this process maps it, taken at Create (nil: not direct or not mapped); see mapped.
-	mapSync, mapData [][]byte
-
-	// operations
-	qn []int // per target: operations of w.q to it
 
 	// operations
 	q        []op
@@ -229,23 +238,20 @@ func create(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, own bool, di
 	}
 	w := &Window{
 		rt: rt, data: seg, ownData: own, sync: sync, me: me, n: n, opt: o,
-		sizes: make([]int, n), disp: make([]int, n), maxDisp: make([]int, n),
-		ep:          NewEpochs(n),
-		lockNoCheck: make([]bool, n),
-		postSeq:     make([]uint64, n),
-		startSeq:    make([]uint64, n),
-		touched:     make([]bool, n),
-		direct:      make([]bool, n),
-		qn:          make([]int, n),
+		tgt:      make([]targetState, n),
+		ep:       *NewEpochs(n),
+		postSeq:  make([]uint64, n),
+		startSeq: make([]uint64, n),
+		touched:  make([]bool, n),
 	}
 	machine := 0
 	for p := 0; p < n; p++ {
-		w.sizes[p] = seg.Len(p)
-		w.disp[p] = int(binary.LittleEndian.Uint64(units[8*p:]))
-		w.maxDisp[p] = math.MaxInt / w.disp[p]
+		w.tgt[p].size = seg.Len(p)
+		w.tgt[p].disp = int(binary.LittleEndian.Uint64(units[8*p:]))
+		w.tgt[p].maxDisp = math.MaxInt / w.tgt[p].disp
 		switch rt.TransportTo(p) {
 		case "shm", "self":
-			w.direct[p] = true
+			w.tgt[p].direct = true
 		}
 		if rt.SameNode(p) {
 			machine++
@@ -289,7 +295,7 @@ func (w *Window) Len(p int) int {
 	if p < 0 || p >= w.n {
 		return 0
 	}
-	return w.sizes[p]
+	return w.tgt[p].size
 }
 
 // DispUnit is rank p's displacement unit in bytes (0 for a bad rank).
@@ -297,7 +303,7 @@ func (w *Window) DispUnit(p int) int {
 	if p < 0 || p >= w.n {
 		return 0
 	}
-	return w.disp[p]
+	return w.tgt[p].disp
 }
 
 // Runtime is the rma runtime the window lives on.

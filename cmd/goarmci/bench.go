@@ -69,7 +69,8 @@ func benchList() []string {
 	out = append(out,
 		fmt.Sprintf("%-16s %s", "barrier -sim", "barrier algorithms at 2..1024 ranks on the simulated fabric (goarmci bench barrier -sim -h)"),
 		fmt.Sprintf("%-16s %s", bench.ScaleQPSetup+" -sim", "queue pair setup vs job size, eager and on demand (simulated fabric)"),
-		fmt.Sprintf("%-16s %s", bench.ScaleAPM+" -sim", "APM arm and migration vs queue pairs, put latency meanwhile (fabric devices)"))
+		fmt.Sprintf("%-16s %s", bench.ScaleAPM+" -sim", "APM arm and migration vs queue pairs, put latency meanwhile (fabric devices)"),
+		fmt.Sprintf("%-16s %s", bench.ScaleMemory+" -sim", "memory per rank at 64..1024 ranks: RC-only, shared datagram (DC), adaptive (fabric)"))
 	return out
 }
 
@@ -149,7 +150,7 @@ func runBench(stdout, stderr io.Writer, args []string) error {
 		defer stop()
 		return runNPB(ctx, stdout, stderr, args[1:])
 	}
-	if name, ok := scaleSimName(args); ok { // barrier, qp-setup, apm -sim: bench_scale.go
+	if name, ok := scaleSimName(args); ok { // barrier, qp-setup, apm, memory -sim: bench_scale.go
 		return runScaleSim(stdout, stderr, name, args)
 	}
 	for _, a := range args {

@@ -15,15 +15,17 @@ import (
 
 	"github.com/goarmci/goarmci/bench"
 	"github.com/goarmci/goarmci/ibv/fabric"
+	"github.com/goarmci/goarmci/rma/transport"
 )
 
 // Scale figures on the simulated fabric: `goarmci bench barrier -sim`, `goarmci bench qp-setup
-// -sim`, `goarmci bench apm -sim` and `goarmci bench aqps -sim` (bench/barrier_sim.go,
-// bench/scale_sim.go, bench/aqps_sim.go), as `bench hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
+// -sim`, `goarmci bench apm -sim`, `goarmci bench memory -sim` and `goarmci bench aqps -sim`
+// (bench/barrier_sim.go, bench/scale_sim.go, bench/memory_sim.go, bench/aqps_sim.go), as `bench
+// hotspot -sim`: all ranks in this process, tables on standard output, and with -out DIR one CSV
 // and one PNG per table.
 
 // scaleSims are the benchmarks with a -sim form besides hotspot.
-var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM, bench.ScaleAQPS}
+var scaleSims = []string{"barrier", bench.ScaleQPSetup, bench.ScaleAPM, bench.ScaleMemory, bench.ScaleAQPS}
 
 // scaleSimName returns the scale simulation a bench command line asks for.
 func scaleSimName(args []string) (string, bool) {
@@ -38,7 +40,7 @@ func scaleSimName(args []string) (string, bool) {
 	return "", false
 }
 
-const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm|aqps -sim [flags]
+const scaleUsage = `usage: goarmci bench barrier|qp-setup|apm|memory|aqps -sim [flags]
 
 Scale figures on the simulated fabric (ibv/fabric), all ranks in this process, on the fabric's
 virtual clock (testing/synctest) where the model prices them (bench/README.md, "Scale on the
@@ -50,8 +52,11 @@ simulated fabric"):
             their creation and transitions on this machine, memory; eager and on demand
   apm       arming and migrating -qps queue pairs (APM, [Vishnu07 ch. 9]): wall time on this
             machine, and the latency of an 8-byte put while they migrate
-  aqps      [Takagi15 §4.3]'s onetoall, alltoone and repeat on -ranks ranks with the HCA's
-            queue pair context cache and DC connects priced (fabric.HCAModel): latency per
+  memory    communication memory per rank after an all-to-all, per job size (-ranks): RC-only,
+            shared datagram (DC) and adaptive (DC and -maxrc RC connections) [Sridhar08]; jobs
+            above -full ranks extrapolated per peer from the largest one built
+  aqps      [Takagi15 §4.3]'s onetoall, alltoone and repeat on one job size (-ranks) with the
+            HCA's queue pair context cache and DC connects priced (fabric.HCAModel): latency per
             8-byte put (repeat: execution time) over RC only, DC only and adaptive (-modes)
 
 Flags:
@@ -61,13 +66,14 @@ Flags:
 type scaleFlags struct {
 	np, alg, qps, format, out string
 	iters, warmup             int
+	maxRC, full, rmaRanks     int
 	latency, cost, poll       time.Duration
 	gbps                      float64
 	verbose                   bool
 
 	// aqps
 	modes           string
-	ranks, messages int
+	messages        int
 	qpCache         int
 	miss, dcConnect time.Duration
 	rcWindow        time.Duration
@@ -84,8 +90,14 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	}
 	fs.Bool("sim", true, "run on the simulated fabric (this command)")
 	np := map[string]string{"barrier": "2,4,7,8,12,16,17,32,64,100,128,256,512,1024",
-		bench.ScaleQPSetup: "2,4,8,16,32,64,128,256,512,1024", bench.ScaleAPM: "4"}[name]
+		bench.ScaleQPSetup: "2,4,8,16,32,64,128,256,512,1024", bench.ScaleAPM: "4", bench.ScaleMemory: "64,256,1024",
+		bench.ScaleAQPS: "64"}[name]
 	fs.StringVar(&f.np, "np", np, "job sizes (comma list of ranks)")
+	fs.StringVar(&f.np, "ranks", np, "job sizes (the same as -np)")
+	fs.IntVar(&f.maxRC, "maxrc", 0, fmt.Sprintf("memory: h, RC connections per rank of the adaptive configuration (0: GOARMCI_MAX_RC's default, %d)",
+		transport.DefaultConfig().MaxRC))
+	fs.IntVar(&f.full, "full", 0, "memory: largest job built whole, larger ones extrapolated (default 256, at most 1024)")
+	fs.IntVar(&f.rmaRanks, "rma", 0, "memory: largest job also run as an rma job (Runtime.Memory; default 64, at most 256, -1: none)")
 	fs.StringVar(&f.alg, "alg", "", "barrier: algorithms (comma list of dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; default all)")
 	fs.StringVar(&f.qps, "qps", "16,64,256,1024,2048", "apm: numbers of queue pairs (comma list)")
 	fs.IntVar(&f.iters, "iters", 0, "timed iterations (barrier: barriers per algorithm, default 10; apm: puts per migration round, default 20)")
@@ -94,7 +106,6 @@ func parseScale(stderr io.Writer, name string, args []string) (*scaleFlags, erro
 	fs.DurationVar(&f.cost, "msg-cost", 0, "model: time every packet occupies a host's link (default 2.5us)")
 	fs.Float64Var(&f.gbps, "link-rate", 0, "model: link capacity in GB/s (default 1)")
 	fs.DurationVar(&f.poll, "poll", 0, "model: sleep of a waiting rank between polls (default 1us)")
-	fs.IntVar(&f.ranks, "ranks", 64, "aqps: job size")
 	fs.IntVar(&f.messages, "messages", 0, "aqps: puts per origin and target and phase (default 400)")
 	fs.StringVar(&f.modes, "modes", strings.Join(bench.AQPSModes, ","), "aqps: transports (comma list of rc, dc, adaptive)")
 	fs.IntVar(&f.qpCache, "qp-cache", bench.DefaultHCA.QPCache, "aqps model: queue pair contexts an HCA caches")
@@ -137,7 +148,7 @@ func (f *scaleFlags) model() bench.SimModel {
 	return bench.SimModel{LinkLatency: f.latency, MessageCost: f.cost, LinkRate: int64(f.gbps * 1e9), Poll: f.poll}
 }
 
-// runScaleSim is `goarmci bench barrier|qp-setup|apm|aqps -sim`.
+// runScaleSim is `goarmci bench barrier|qp-setup|apm|memory|aqps -sim`.
 func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 	f, err := parseScale(stderr, name, args)
 	if err != nil {
@@ -150,11 +161,9 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 		}
 		return usageError("%v", err)
 	}
-	var ranks []int
-	if name != bench.ScaleAQPS {
-		if ranks, err = intList("np", f.np); err != nil {
-			return err
-		}
+	ranks, err := intList("np", f.np)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	progress := func(n int, wall time.Duration) {
@@ -179,7 +188,10 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 		case bench.ScaleQPSetup:
 			res, err = bench.QPSetupSim(ctx, bench.QPSetupOptions{Model: f.model(), Ranks: ranks, Progress: progress}, bubble)
 		case bench.ScaleAQPS:
-			o := bench.AQPSSimOptions{Model: f.model(), Ranks: f.ranks, Messages: f.messages, RCWindow: f.rcWindow,
+			if len(ranks) != 1 {
+				return usageError("bench aqps -sim: one job size, not -ranks %q", f.np)
+			}
+			o := bench.AQPSSimOptions{Model: f.model(), Ranks: ranks[0], Messages: f.messages, RCWindow: f.rcWindow,
 				Modes: strings.Split(f.modes, ","), Progress: func(mode string, wall time.Duration) {
 					if f.verbose {
 						fmt.Fprintf(stderr, "goarmci: bench aqps -sim: %s: %.1f s\n", mode, wall.Seconds())
@@ -187,6 +199,9 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 				}}
 			o.HCA = fabric.HCAModel{QPCache: f.qpCache, MissPenalty: f.miss, DCConnect: f.dcConnect, DCContextPerPeer: f.dcPerPeer}
 			res, err = bench.AQPSSim(ctx, o, bubble)
+		case bench.ScaleMemory:
+			res, err = bench.MemorySim(ctx, bench.MemoryOptions{Ranks: ranks, MaxRC: f.maxRC, FullRanks: f.full,
+				RuntimeRanks: f.rmaRanks, Progress: progress}, bubble)
 		default:
 			qps, qerr := intList("qps", f.qps)
 			if qerr != nil {

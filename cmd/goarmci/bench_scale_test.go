@@ -30,8 +30,8 @@ func TestBenchBarrierSim(t *testing.T) {
 	}
 }
 
-// `bench apm -sim`, `bench qp-setup -sim` and `bench aqps -sim` on small sizes; bad options exit
-// with 2.
+// `bench apm -sim`, `bench qp-setup -sim`, `bench memory -sim` and `bench aqps -sim` on small
+// sizes; bad options exit with 2.
 func TestBenchScaleSims(t *testing.T) {
 	useTestBubble(t)
 	code, out, errOut := runCLI(t, "bench", "apm", "-sim", "-qps", "2,4", "-iters", "2")
@@ -40,12 +40,19 @@ func TestBenchScaleSims(t *testing.T) {
 	code, out, errOut = runCLI(t, "bench", "qp-setup", "-sim", "-np", "2,5")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^5 +4\.00 +[0-9.]+ +4\.00 `, out, "5 ranks connected on demand by barriers: every peer")
+	code, out, errOut = runCLI(t, "bench", "memory", "-sim", "-ranks", "4,8", "-full", "4", "-maxrc", "2", "-rma", "4", "-format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){9}1\.0+$`, out, "4 ranks built whole")
+	assert.Regexp(t, `(?m)^8,(-?[0-9.]+,){9}0\.0+$`, out, "8 ranks extrapolated")
+	assert.Regexp(t, `(?m)^4,(-?[0-9.]+,){5}2\.0+,3\.0+$`, out, "per peer: 2 RC connections and 3 DC records per rank")
+	assert.Regexp(t, `(?m)^ranks,rc median \(KiB\),.*,adaptive RC open max\n4,`, out, "the rma jobs of 4 ranks")
 	code, out, errOut = runCLI(t, "bench", "aqps", "-sim", "-ranks", "4", "-messages", "3", "-modes", "rc", "-format", "csv")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "ranks,rc (us)")
 	assert.Regexp(t, `(?m)^4,[0-9.]+$`, out, "one row per pattern")
 	for _, args := range [][]string{{"barrier", "-np", "1"}, {"barrier", "-alg", "ring"}, {"apm", "-qps", "0"}, {"qp-setup", "-np", "x"},
-		{"aqps", "-ranks", "1"}, {"aqps", "-modes", "ud"}} {
+		{"memory", "-ranks", "1"}, {"memory", "-maxrc", "-1"}, {"memory", "-full", "5000"}, {"memory", "-rma", "300"},
+		{"aqps", "-ranks", "1"}, {"aqps", "-ranks", "4,8"}, {"aqps", "-modes", "ud"}} {
 		code, _, errOut := runCLI(t, append([]string{"bench", "-sim"}, args...)...)
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 	}

@@ -129,6 +129,10 @@ const (
 	// RejRefused (ConnREJ): the receiver's admission refused the connection (its bound of
 	// connections is reached).
 	RejRefused = 64
+	// DREQProbe (ConnDREQ): a probe, not a request: the receiver answers ConnDREP only if it does
+	// not hold the connection of attempt Inc, and then the sender releases its end; a receiver
+	// that holds it ignores the probe.
+	DREQProbe = 128
 )
 
 // MaxAtomics bounds the atomic results a message carries.

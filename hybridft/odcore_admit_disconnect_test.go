@@ -16,6 +16,13 @@ func odtDREQ(from, to, nonce uint32) udcm.Msg {
 }
 func odtDREP(from, to, nonce uint32) udcm.Msg { return odtMsg(udcm.ConnDREP, from, to, nonce, nil) }
 
+// odtProbe: a DREQ that asks whether the receiver still holds the connection (udcm.DREQProbe).
+func odtProbe(from, to, nonce uint32) udcm.Msg {
+	m := odtDREQ(from, to, nonce)
+	m.Status = udcm.DREQProbe
+	return m
+}
+
 func evAdmitted(m udcm.Msg, ok bool) odEvent { return odEvent{Kind: odAdmitted, Msg: &m, OK: ok} }
 func evDisconnect(peer uint32) odEvent       { return odEvent{Kind: odDisconnect, Peer: peer} }
 func evLeave(peer uint32, gen uint64) odEvent {
@@ -200,23 +207,23 @@ func TestODCoreDisconnectScripts(t *testing.T) {
 		},
 		{
 			name: "DREQ before the RTU (reordered): the accepting end answers, closes its unconfirmed queue pairs; " +
-				"its waiting Dial fails with ErrNotConnected; the late RTU is stale", self: b,
+				"its waiting Dial dials anew; the late RTU is stale", self: b,
 			script: []odtStep{
 				{0, evMsg(odtREQ(a, b, 7, 2, 1)), []odAction{aCreate(a, 2, odtInfos(a, 2, 1))}},
 				{0, evCreated(a, b, 2, 1), []odAction{aSend(a, odtREP(b, a, 7, 2, 1))}},
 				{1 * ms, evDial(a, 9), nil},
-				{2 * ms, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7)), aClose(a), aFailed(a, ErrNotConnected)}},
+				{2 * ms, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7)), aClose(a), aFailedPassive(a, ErrNotConnected)}},
 				{3 * ms, evMsg(odtRTU(a, b, 7)), nil},
 			},
 			stats: OnDemandStats{Ignored: 1}, role: map[uint32]odRole{a: 0},
 		},
 		{
 			name: "bad and stale: a DREQ of another connection is answered and changes nothing; an undecodable one, " +
-				"a DREP nobody asked for are ignored", self: a,
+				"one from ourselves, a DREP of another connection are ignored", self: a,
 			script: odtJoin(odtDialed(b, a, 7), []odtStep{
 				{100 * ms, evMsg(odtDREQ(b, a, 5)), []odAction{aSend(b, odtDREP(a, b, 5))}},
 				{101 * ms, evMsg(odtMsg(udcm.ConnDREQ, b, a, 7, []byte{1, 2})), nil},
-				{102 * ms, evMsg(odtDREP(b, a, 7)), nil},
+				{102 * ms, evMsg(odtDREP(b, a, 5)), nil},
 				{103 * ms, evMsg(odtDREQ(a, a, 7)), nil},                 // from ourselves
 				{104 * ms, evReleased(b, 1), nil},                        // nothing to release
 				{105 * ms, evAdmitted(odtREQ(b, a, 9, 2, 1), true), nil}, // not asked
@@ -238,6 +245,33 @@ func TestODCoreDisconnectScripts(t *testing.T) {
 				{21*ms + odIdleResends*odtResend, evMsg(odtDREQ(a, b, 7)), []odAction{aSend(a, odtDREP(b, a, 7))}},
 			}),
 			stats: OnDemandStats{Accepted: 2, Disconnected: 1, Ignored: 2}, role: map[uint32]odRole{a: odDone},
+		},
+		{
+			name: "half torn down (the peer forgot the connection: its Disconnect failed): its new REQ is answered " +
+				"with a probe (not per copy); its DREP (it does not hold the connection) releases ours; then its " +
+				"resent REQ is accepted", self: b,
+			script: odtJoin(odtAccepted(a, b, 7), []odtStep{
+				{100 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aSend(a, odtProbe(b, a, 7))}},
+				{101 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil},
+				{110 * ms, evMsg(odtDREP(a, b, 7)), []odAction{aRelease(a)}},
+				{111 * ms, evMsg(odtDREP(a, b, 7)), nil},
+				{112 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), nil},
+				{120 * ms, evReleased(a, 1), []odAction{aSend(a, odtDREP(b, a, 7)), aGone(a, nil)}},
+				{130 * ms, evMsg(odtREQ(a, b, 9, 2, 2)), []odAction{aCreate(a, 2, odtInfos(a, 2, 2))}},
+				{130 * ms, evCreated(a, b, 2, 2), []odAction{aSend(a, odtREP(b, a, 9, 2, 2))}},
+				{140 * ms, evMsg(odtRTU(a, b, 9)), []odAction{aEstablished(a, false)}},
+			}),
+			stats: OnDemandStats{Accepted: 2, Disconnected: 1, Ignored: 4}, role: map[uint32]odRole{a: odDone},
+		},
+		{
+			name: "probes: one of a connection we hold is ignored, one of a connection we do not hold is answered",
+			self: a,
+			script: odtJoin(odtDialed(b, a, 7), []odtStep{
+				{100 * ms, evMsg(odtProbe(b, a, 7)), nil},
+				{101 * ms, evMsg(odtProbe(b, a, 5)), []odAction{aSend(b, odtDREP(a, b, 5))}},
+				{102 * ms, evMsg(odtProbe(c, a, 5)), []odAction{aSend(c, odtDREP(a, c, 5))}},
+			}),
+			stats: OnDemandStats{Dialed: 1}, role: map[uint32]odRole{b: odDone, c: 0},
 		},
 		{
 			name: "close: disconnects in progress end with ErrClosed; later answers do nothing", self: a,
