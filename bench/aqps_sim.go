@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -56,9 +55,6 @@ type AQPSSimOptions struct {
 	// Progress, when set, is called after every mode with its wall time.
 	Progress func(mode string, wall time.Duration)
 }
-
-// aqpsRepeat is the number of onetoall+alltoone rounds of repeat [Takagi15 §4.3].
-const aqpsRepeat = 5
 
 // aqpsPatterns are the patterns, in the order of the results.
 var aqpsPatterns = []string{"onetoall", "alltoone", "repeat"}
@@ -140,7 +136,7 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 		var err error
 		bubble(func() { run, err = aqpsJob(ctx, o, mode) })
 		if err == nil {
-			err = checkAQPSSlots(o.Ranks, o.Messages, run.slots)
+			err = CheckAQPSSlots(o.Ranks, o.Messages, run.slots)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: aqps simulation, %s: %w", mode, err)
@@ -185,19 +181,10 @@ func dcContexts(m fabric.HCAModel) string {
 	return "a context per DC queue pair"
 }
 
-// aqpsValue is the value a put of rank origin carries: the round (1-based), the phase (0
-// onetoall, 1 alltoone) and the message index.
-func aqpsValue(round, phase, i int) uint64 {
-	return uint64(round)<<40 | uint64(phase)<<32 | uint64(i+1)
-}
-
-// aqpsOneToAllTarget is the target of rank 0's i-th put in onetoall.
-func aqpsOneToAllTarget(n, i int) int { return 1 + i%(n-1) }
-
-// checkAQPSSlots checks every rank's slots after a job of n ranks with messages puts per origin,
+// CheckAQPSSlots checks every rank's slots after a job of n ranks with messages puts per origin,
 // target and phase: rank 0's last put of the last round's onetoall in slot 0 of every other
 // rank, every other rank's last put of the last alltoone in its slot of rank 0, nothing else.
-func checkAQPSSlots(n, messages int, slots [][]uint64) error {
+func CheckAQPSSlots(n, messages int, slots [][]uint64) error {
 	if len(slots) != n {
 		return fmt.Errorf("bench: aqps: %d ranks' slots, want %d", len(slots), n)
 	}
@@ -235,70 +222,12 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 		c.NetworkTransport = mode
 	}, OnFabric: func(f *fabric.Fabric) { fab = f }}
 	err := rmatest.StartFabricJob(ctx, n, job, func(ctx context.Context, rt *rma.Runtime) error {
-		seg, err := rt.Malloc(ctx, 8*n)
+		me := rt.Rank()
+		rr, err := AQPSRank(ctx, rt, o.Messages)
 		if err != nil {
 			return err
 		}
-		me := rt.Rank()
-		var buf [8]byte
-		// phase puts this rank's messages of one phase; its time per message
-		phase := func(round, p, messages int) (time.Duration, error) {
-			if err := rt.Barrier(ctx); err != nil {
-				return 0, err
-			}
-			puts := 0
-			switch {
-			case p == 0 && me == 0:
-				puts = messages * (n - 1)
-			case p == 1 && me != 0:
-				puts = messages
-			default:
-				return 0, nil
-			}
-			t0 := time.Now()
-			for i := range puts {
-				target := 0
-				if p == 0 {
-					target = aqpsOneToAllTarget(n, i)
-				}
-				binary.LittleEndian.PutUint64(buf[:], aqpsValue(round, p, i))
-				if err := rt.Put(ctx, buf[:], seg, target, 8*me); err != nil {
-					return 0, err
-				}
-			}
-			return time.Since(t0) / time.Duration(puts), nil
-		}
-		// warm-up: every pair of the patterns connected, untimed
-		for p := range 2 {
-			if _, err := phase(0, p, 1); err != nil {
-				return err
-			}
-		}
-		var per [2]time.Duration
-		for p := range 2 {
-			if per[p], err = phase(0, p, o.Messages); err != nil {
-				return err
-			}
-		}
-		if err := rt.Barrier(ctx); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		for round := 1; round <= aqpsRepeat; round++ {
-			for p := range 2 {
-				if _, err := phase(round, p, o.Messages); err != nil {
-					return err
-				}
-			}
-		}
-		if err := rt.Barrier(ctx); err != nil {
-			return err
-		}
-		total := time.Since(t0)
-		s := make([]uint64, n)
-		for r := range n {
-			s[r] = binary.LittleEndian.Uint64(seg.Local()[8*r:])
-		}
+		per, total, s := [2]time.Duration{rr.OneToAll, rr.AllToOne}, rr.Repeat, rr.Slots
 		ad := rt.Adaptive()
 		mu.Lock()
 		run.ad.Promotions += ad.Promotions
@@ -322,7 +251,7 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 		run.times[1] = max(run.times[1], per[1])
 		run.times[2] = max(run.times[2], total)
 		mu.Unlock()
-		return seg.Free(ctx)
+		return nil
 	})
 	return run, err
 }

@@ -46,17 +46,17 @@ func TestAQPSSlotsCheck(t *testing.T) {
 		s[1][0], s[2][0], s[3][0] = aqpsValue(aqpsRepeat, 0, 3), aqpsValue(aqpsRepeat, 0, 4), aqpsValue(aqpsRepeat, 0, 5)
 		return s
 	}
-	require.NoError(t, checkAQPSSlots(n, messages, good()))
+	require.NoError(t, CheckAQPSSlots(n, messages, good()))
 	s := good()
 	s[2][0] = aqpsValue(aqpsRepeat, 0, 1)
-	require.Error(t, checkAQPSSlots(n, messages, s), "an earlier put")
+	require.Error(t, CheckAQPSSlots(n, messages, s), "an earlier put")
 	s = good()
 	s[0][3] = 0
-	require.Error(t, checkAQPSSlots(n, messages, s), "a lost put")
+	require.Error(t, CheckAQPSSlots(n, messages, s), "a lost put")
 	s = good()
 	s[1][2] = 1
-	require.Error(t, checkAQPSSlots(n, messages, s), "a put nobody made")
-	require.Error(t, checkAQPSSlots(n, messages, s[:3]))
+	require.Error(t, CheckAQPSSlots(n, messages, s), "a put nobody made")
+	require.Error(t, CheckAQPSSlots(n, messages, s[:3]))
 }
 
 // Unknown modes and bad sizes are refused before any job runs.
