@@ -99,11 +99,19 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		pids[p], ids[p] = int(binary.LittleEndian.Uint32(b)), b[4:]
 	}
 	r.peers = make([]*peer, r.size)
-	for _, id := range ids {
+	index, alone := 0, true
+	for p, id := range ids {
 		if machineOf(string(id)) == machineOf(c.HostID) {
+			if p < r.rank {
+				index++
+			}
+			if p != r.rank && pids[p] == pids[r.rank] {
+				alone = false // ranks that are goroutines of this process
+			}
 			r.machineRanks++
 		}
 	}
+	r.bindRank(index, r.machineRanks, alone)
 	r.spin, r.yields = spinBudget(r.machineRanks, runtime.NumCPU()), pollYields
 	r.pollSleep, r.pollSleepMax = pollSleepFirst, pollSleepLast
 	if c.NetworkDevice != nil {

@@ -35,6 +35,7 @@ var badKnobValues = map[string]string{
 	"GOARMCI_STRIPE_THRESHOLD":    "1MB",
 	"GOARMCI_STATS":               "sometimes",
 	"GOARMCI_NET_TRANSPORT":       "ud",
+	"GOARMCI_BIND":                "socket",
 	"GOARMCI_MAX_RC":              "-1",
 	"GOARMCI_RC_WINDOW":           "0s",
 	"GOARMCI_RC_GAMMA":            "-1ns",

@@ -118,6 +118,10 @@ type Config struct {
 	// RCIdleTimeout is how long an RC connection may carry nothing before it is closed.
 	// GOARMCI_RC_IDLE_TIMEOUT.
 	RCIdleTimeout time.Duration
+	// Bind binds each rank of a machine to its own share of the CPUs at Init ("auto": where
+	// several ranks share the machine, each has a core and no launcher bound them; "none").
+	// GOARMCI_BIND.
+	Bind string
 	// APM enables automatic path migration ([Vishnu07 ch. 9], [Vishnu09]). GOARMCI_APM.
 	APM bool
 	// APMTest, when positive, migrates every armed queue pair manually at this period (testing

@@ -202,6 +202,17 @@ var table = []Knob{
 			c.OnDemandThreshold = n
 			return nil
 		}},
+	{Name: "GOARMCI_BIND", Type: "enum(auto|none)", Default: "auto",
+		Doc: "bind each rank of a machine to its own share of the CPUs at start-up (as mpirun --bind-to core) where several ranks share the machine, each has a core and no launcher bound them; none = leave placement to the kernel",
+		get: func(c *Config) string { return c.Bind },
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(strings.TrimSpace(v)); v {
+			case "auto", "none":
+				c.Bind = v
+				return nil
+			}
+			return fmt.Errorf("want auto or none")
+		}},
 	{Name: "GOARMCI_NET_TRANSPORT", Type: "enum(" + strings.Join(NetTransports, "|") + ")", Default: "rc",
 		Doc: "how network peers are reached: rc = an RC connection per peer and rail; dc = one DC queue pair per rail for every peer (the shared datagram path); adaptive = the shared path, at most GOARMCI_MAX_RC peers promoted to RC from their traffic [Takagi15]",
 		get: func(c *Config) string { return c.NetTransport },
