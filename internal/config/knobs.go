@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -205,27 +206,11 @@ var table = []Knob{
 	{Name: "GOARMCI_BIND", Type: "enum(auto|none)", Default: "auto",
 		Doc: "bind each rank of a machine to its own share of the CPUs at start-up (as mpirun --bind-to core) where several ranks share the machine, each has a core and no launcher bound them; none = leave placement to the kernel",
 		get: func(c *Config) string { return c.Bind },
-		set: func(c *Config, v string) error {
-			switch v = strings.ToLower(strings.TrimSpace(v)); v {
-			case "auto", "none":
-				c.Bind = v
-				return nil
-			}
-			return fmt.Errorf("want auto or none")
-		}},
+		set: enumSetter(func(c *Config) *string { return &c.Bind }, []string{"auto", "none"})},
 	{Name: "GOARMCI_NET_TRANSPORT", Type: "enum(" + strings.Join(NetTransports, "|") + ")", Default: "rc",
 		Doc: "how network peers are reached: rc = an RC connection per peer and rail; dc = one DC queue pair per rail for every peer (the shared datagram path); adaptive = the shared path, at most GOARMCI_MAX_RC peers promoted to RC from their traffic [Takagi15]",
 		get: func(c *Config) string { return c.NetTransport },
-		set: func(c *Config, v string) error {
-			v = strings.ToLower(strings.TrimSpace(v))
-			for _, a := range NetTransports {
-				if v == a {
-					c.NetTransport = v
-					return nil
-				}
-			}
-			return fmt.Errorf("want one of %s", strings.Join(NetTransports, ", "))
-		}},
+		set: enumSetter(func(c *Config) *string { return &c.NetTransport }, NetTransports)},
 	{Name: "GOARMCI_MAX_RC", Type: "int", Default: "26", Unit: "connections",
 		Doc: "adaptive transport: RC connections a rank keeps open at most (h of [Takagi15 §3.2]); 0 = every network peer on the shared path",
 		get: func(c *Config) string { return strconv.Itoa(c.MaxRC) },
@@ -275,16 +260,7 @@ var table = []Knob{
 	{Name: "GOARMCI_BARRIER", Type: "enum(" + strings.Join(BarrierAlgs, "|") + ")", Default: "auto",
 		Doc: "algorithm of rma.Runtime.Barrier and GA_Sync: auto = chosen at start-up from the job's nodes, ranks, transport and multicast (rma/barrier_choice.go), or one of rma.BarrierWith's",
 		get: func(c *Config) string { return c.Barrier },
-		set: func(c *Config, v string) error {
-			v = strings.ToLower(strings.TrimSpace(v))
-			for _, a := range BarrierAlgs {
-				if v == a {
-					c.Barrier = v
-					return nil
-				}
-			}
-			return fmt.Errorf("want one of %s", strings.Join(BarrierAlgs, ", "))
-		}},
+		set: enumSetter(func(c *Config) *string { return &c.Barrier }, BarrierAlgs)},
 	{Name: "GOARMCI_BARRIER_FANIN", Type: "int", Default: "7", Unit: "ranks",
 		Doc: "fan-in of the gather tree of the gather + multicast barrier (rma.BarrierRGM, [Kini03 §3.3]), 2..15",
 		get: func(c *Config) string { return strconv.Itoa(c.BarrierFanIn) },
@@ -372,6 +348,18 @@ var table = []Knob{
 		Doc: "the job's secret, 64 hex digits, proven in every connection handshake and CM message (set by goarmci run; under another launcher rank 0 makes one unless every rank has this); never printed"},
 	{Name: EnvHostID, Type: "string", Launcher: true,
 		Doc: "node identity override: ranks with equal host ids share memory (default hostname/boot id)"},
+}
+
+// enumSetter sets a string knob to one of values (case and surrounding blanks ignored).
+func enumSetter(field func(*Config) *string, values []string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		v = strings.ToLower(strings.TrimSpace(v))
+		if !slices.Contains(values, v) {
+			return fmt.Errorf("want one of %s", strings.Join(values, ", "))
+		}
+		*field(c) = v
+		return nil
+	}
 }
 
 func boolSetter(field func(*Config) *bool) func(*Config, string) error {
