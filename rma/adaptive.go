@@ -125,15 +125,19 @@ func (a *adaptive) run(ctx context.Context) {
 			a.releaseQueued(ctx)
 		case <-t.C:
 			a.releaseQueued(ctx)
-			a.evaluate(ctx, time.Now())
+			a.evaluate(ctx)
 		}
 	}
 }
 
 // evaluate feeds the counts since the last evaluation to the selector and carries out its
 // decisions.
-func (a *adaptive) evaluate(ctx context.Context, now time.Time) {
+//
+// Every call into the selector takes the time under a.mu (time.Now inside the lock): the
+// selector refuses a time before one it has seen, and the admission callback calls it too.
+func (a *adaptive) evaluate(ctx context.Context) {
 	a.mu.Lock()
+	now := time.Now()
 	for p, pe := range a.r.peers {
 		if a.sw[p] == nil {
 			continue
@@ -157,7 +161,7 @@ func (a *adaptive) evaluate(ctx context.Context, now time.Time) {
 	a.queued = nil
 	a.mu.Unlock()
 	for _, d := range decs {
-		a.apply(ctx, d, now)
+		a.apply(ctx, d)
 	}
 }
 
@@ -178,7 +182,7 @@ func (a *adaptive) received(pe *peer) uint64 {
 }
 
 // apply carries out one decision of the selector.
-func (a *adaptive) apply(ctx context.Context, d transport.Decision, now time.Time) {
+func (a *adaptive) apply(ctx context.Context, d transport.Decision) {
 	if d.Peer < 0 || d.Peer >= len(a.sw) || a.sw[d.Peer] == nil {
 		return
 	}
@@ -186,10 +190,10 @@ func (a *adaptive) apply(ctx context.Context, d transport.Decision, now time.Tim
 	switch d.Action {
 	case transport.Promote:
 		a.promotions.Add(1)
-		a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathRC}, now)
+		a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathRC})
 	case transport.Demote:
 		a.demotions.Add(1)
-		a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathShared}, now)
+		a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathShared})
 		if d.Close {
 			a.disconnect(ctx, pe)
 		}
@@ -199,7 +203,7 @@ func (a *adaptive) apply(ctx context.Context, d transport.Decision, now time.Tim
 }
 
 // step feeds e to pe's Switch and carries out the actions, and those of the events they lead to.
-func (a *adaptive) step(ctx context.Context, pe *peer, e transport.Event, now time.Time) {
+func (a *adaptive) step(ctx context.Context, pe *peer, e transport.Event) {
 	events := []transport.Event{e}
 	for len(events) > 0 {
 		e, events = events[0], events[1:]
@@ -217,7 +221,7 @@ func (a *adaptive) step(ctx context.Context, pe *peer, e transport.Event, now ti
 					a.refusals.Add(1)
 					a.r.log.Debug().Err(err).Int("peer", pe.rank).Msg("rma: adaptive transport: RC connection refused or failed")
 					a.mu.Lock()
-					_ = a.sel.ConnFailed(pe.rank, now)
+					_ = a.sel.ConnFailed(pe.rank, time.Now())
 					a.mu.Unlock()
 					events = append(events, transport.Event{Kind: transport.ConnFailed})
 				} else {
@@ -347,10 +351,9 @@ func (a *adaptive) releaseQueued(ctx context.Context) {
 	a.rels = nil
 	a.mu.Unlock()
 	for _, rel := range rels {
-		now := time.Now()
 		if rel.peer >= 0 && rel.peer < len(a.sw) && a.sw[rel.peer] != nil {
 			pe := a.r.peers[rel.peer]
-			a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathShared}, now)
+			a.step(ctx, pe, transport.Event{Kind: transport.SwitchRequested, To: transport.PathShared})
 			a.r.odMu.Lock()
 			rc := pe.rc
 			pe.rc = nil
@@ -359,7 +362,7 @@ func (a *adaptive) releaseQueued(ctx context.Context) {
 				_ = rc.Close()
 			}
 			a.mu.Lock()
-			if err := a.sel.Closed(rel.peer, now); err != nil && !errors.Is(err, transport.ErrBadEvent) {
+			if err := a.sel.Closed(rel.peer, time.Now()); err != nil && !errors.Is(err, transport.ErrBadEvent) {
 				a.r.log.Debug().Err(err).Int("peer", rel.peer).Msg("rma: adaptive transport: closed")
 			}
 			a.mu.Unlock()
