@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -152,14 +151,7 @@ func (f *scaleFlags) model() bench.SimModel {
 func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 	f, err := parseScale(stderr, name, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return usageError("%v", err)
+		return parseFailure(err)
 	}
 	ranks, err := intList("np", f.np)
 	if err != nil {
@@ -210,17 +202,11 @@ func runScaleSim(stdout, stderr io.Writer, name string, args []string) error {
 			res, err = bench.APMSim(ctx, bench.APMOptions{QPs: qps, Puts: f.iters, Progress: progress})
 		}
 		if err != nil {
-			if errors.Is(err, bench.ErrOptions) {
-				return usageError("%v", err)
-			}
-			return &exitError{code: 1, err: err}
+			return simFailure(err)
 		}
 		return writeScale(stdout, stderr, f, res, time.Since(start))
 	}
-	if simBubble != nil {
-		return run(simBubble)
-	}
-	return inTestMain(stderr, run)
+	return inBubble(stderr, run)
 }
 
 // writeScale prints the tables and, with -out, writes their CSV and PNG files.

@@ -119,14 +119,7 @@ var simBubble func(f func())
 func runHotspotSim(stdout, stderr io.Writer, args []string) error {
 	f, o, err := parseSim(stderr, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return usageError("%v", err)
+		return parseFailure(err)
 	}
 	start := time.Now()
 	if f.verbose {
@@ -138,10 +131,7 @@ func runHotspotSim(stdout, stderr io.Writer, args []string) error {
 		// not the command's signal context: a bubble must not wait on channels from outside it
 		res, err := bench.HotspotSim(context.Background(), o, bubble)
 		if err != nil {
-			if errors.Is(err, bench.ErrOptions) {
-				return usageError("%v", err)
-			}
-			return &exitError{code: 1, err: err}
+			return simFailure(err)
 		}
 		res.Run = bench.CurrentRun()
 		res.Header = append(res.Header, fmt.Sprintf("Wall time: %.1f s", time.Since(start).Seconds()))
@@ -155,6 +145,34 @@ func runHotspotSim(stdout, stderr io.Writer, args []string) error {
 		}
 		return nil
 	}
+	return inBubble(stderr, run)
+}
+
+// parseFailure is a -sim command's result for its flags' error: nil for -h, an exit error as
+// it is, else a usage error.
+func parseFailure(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return usageError("%v", err)
+}
+
+// simFailure is a -sim command's result for its simulation's error: bad options are a usage
+// error, anything else exits 1.
+func simFailure(err error) error {
+	if errors.Is(err, bench.ErrOptions) {
+		return usageError("%v", err)
+	}
+	return &exitError{code: 1, err: err}
+}
+
+// inBubble runs a -sim command's body in a synctest bubble: the tests' (simBubble), else one of
+// a testing main loop started in this process (inTestMain).
+func inBubble(stderr io.Writer, run func(bubble func(func())) error) error {
 	if simBubble != nil {
 		return run(simBubble)
 	}
