@@ -488,38 +488,14 @@ func TestUD(t *testing.T) {
 }
 
 func TestSharedReceiveQueue(t *testing.T) {
-	n := newMemNet()
-	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
-	pb, _ := b.QueryPort(1)
-	pa, _ := a.QueryPort(1)
-	pdb, err := b.AllocPD()
-	require.NoError(t, err)
-	srq, err := pdb.CreateSRQ(8)
-	require.NoError(t, err)
-	cqb, err := b.CreateCQ(64)
-	require.NoError(t, err)
-	mr, err := pdb.RegMR(make([]byte, 1<<16), ibv.AccessAll)
-	require.NoError(t, err)
-	pda, _ := a.AllocPD()
-	cqa, _ := a.CreateCQ(64)
+	e := newSRQEnds(t, 1<<16)
 	var xs []*ibv.QP
 	for i := 0; i < 2; i++ {
-		x, err := pda.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqa, RecvCQ: cqa})
-		require.NoError(t, err)
-		y, err := pdb.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqb, RecvCQ: cqb, SRQ: srq})
-		require.NoError(t, err)
+		x, y := e.connect(t)
 		require.ErrorIs(t, y.PostRecv(&ibv.RecvWR{}), ibv.ErrInvalidArgument)
-		for _, c := range []struct {
-			q, peer *ibv.QP
-			addr    string
-		}{{x, y, pb.Addr}, {y, x, pa.Addr}} {
-			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState|ibv.AttrPort|ibv.AttrAccessFlags))
-			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: c.addr, PortNum: 1}, DestQPN: c.peer.Num(), RQPSN: 1},
-				ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN))
-			require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1, Timeout: 1, RetryCnt: 3}, ibv.AttrState|ibv.AttrSQPSN|ibv.AttrTimeout|ibv.AttrRetryCnt))
-		}
 		xs = append(xs, x)
 	}
+	srq, mr, cqa, cqb := e.srq, e.mr, e.cqa, e.cqb
 	// both senders start before any receive is posted (RNR), then share the SRQ's receives
 	for i, x := range xs {
 		require.NoError(t, x.PostSend(&ibv.SendWR{ID: uint64(i), Opcode: ibv.OpSend, Flags: ibv.SendSignaled, LocalBuf: []byte{byte('a' + i)}}))
@@ -540,6 +516,55 @@ func TestSharedReceiveQueue(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		require.Equal(t, ibv.WCSuccess, waitWC(t, cqa).Status)
 	}
+}
+
+// srqEnds are two devices on a memory network, b's side with an SRQ of 8 entries, a CQ and a
+// registered buffer of the given size; connect makes RC queue pairs between them.
+type srqEnds struct {
+	pa, pb   ibv.PortAttr
+	pda, pdb *ibv.PD
+	cqa, cqb *ibv.CQ
+	srq      *ibv.SRQ
+	mr       *ibv.MR
+	b        *ibv.Context
+}
+
+func newSRQEnds(t *testing.T, buf int) *srqEnds {
+	n := newMemNet()
+	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
+	e := &srqEnds{b: b}
+	e.pb, _ = b.QueryPort(1)
+	e.pa, _ = a.QueryPort(1)
+	var err error
+	e.pdb, err = b.AllocPD()
+	require.NoError(t, err)
+	e.srq, err = e.pdb.CreateSRQ(8)
+	require.NoError(t, err)
+	e.cqb, err = b.CreateCQ(64)
+	require.NoError(t, err)
+	e.mr, err = e.pdb.RegMR(make([]byte, buf), ibv.AccessAll)
+	require.NoError(t, err)
+	e.pda, _ = a.AllocPD()
+	e.cqa, _ = a.CreateCQ(64)
+	return e
+}
+
+// connect creates an RC queue pair x at a and y at b (receiving from the SRQ) and connects them.
+func (e *srqEnds) connect(t *testing.T) (x, y *ibv.QP) {
+	x, err := e.pda.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: e.cqa, RecvCQ: e.cqa})
+	require.NoError(t, err)
+	y, err = e.pdb.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: e.cqb, RecvCQ: e.cqb, SRQ: e.srq})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		q, peer *ibv.QP
+		addr    string
+	}{{x, y, e.pb.Addr}, {y, x, e.pa.Addr}} {
+		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState|ibv.AttrPort|ibv.AttrAccessFlags))
+		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: c.addr, PortNum: 1}, DestQPN: c.peer.Num(), RQPSN: 1},
+			ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN))
+		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1, Timeout: 1, RetryCnt: 3}, ibv.AttrState|ibv.AttrSQPSN|ibv.AttrTimeout|ibv.AttrRetryCnt))
+	}
+	return x, y
 }
 
 // TestForeignAndMalformedPackets: a request from a QP that is not the connected peer, a request

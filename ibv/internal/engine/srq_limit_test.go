@@ -15,35 +15,11 @@ import (
 // limit disarmed itself); armed again, the next receive taken fires it again. A limit below 0
 // or above the SRQ's entries is refused.
 func TestSRQLimitReached(t *testing.T) {
-	n := newMemNet()
-	a, b := n.open(t, 1, Config{}), n.open(t, 1, Config{})
-	pb, _ := b.QueryPort(1)
-	pa, _ := a.QueryPort(1)
-	pdb, err := b.AllocPD()
-	require.NoError(t, err)
-	srq, err := pdb.CreateSRQ(8)
-	require.NoError(t, err)
+	e := newSRQEnds(t, 4096)
+	srq, mr, cqa, cqb, b := e.srq, e.mr, e.cqa, e.cqb, e.b
 	require.ErrorIs(t, srq.ArmLimit(-1), ibv.ErrInvalidArgument)
 	require.ErrorIs(t, srq.ArmLimit(9), ibv.ErrInvalidArgument)
-	cqb, err := b.CreateCQ(64)
-	require.NoError(t, err)
-	mr, err := pdb.RegMR(make([]byte, 4096), ibv.AccessAll)
-	require.NoError(t, err)
-	pda, _ := a.AllocPD()
-	cqa, _ := a.CreateCQ(64)
-	x, err := pda.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqa, RecvCQ: cqa})
-	require.NoError(t, err)
-	y, err := pdb.CreateQP(ibv.QPInitAttr{Type: ibv.RC, SendCQ: cqb, RecvCQ: cqb, SRQ: srq})
-	require.NoError(t, err)
-	for _, c := range []struct {
-		q, peer *ibv.QP
-		addr    string
-	}{{x, y, pb.Addr}, {y, x, pa.Addr}} {
-		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateInit, PortNum: 1, AccessFlags: ibv.AccessAll}, ibv.AttrState|ibv.AttrPort|ibv.AttrAccessFlags))
-		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTR, AV: ibv.AHAttr{Addr: c.addr, PortNum: 1}, DestQPN: c.peer.Num(), RQPSN: 1},
-			ibv.AttrState|ibv.AttrAV|ibv.AttrDestQPN|ibv.AttrRQPSN))
-		require.NoError(t, c.q.Modify(&ibv.QPAttr{State: ibv.StateRTS, SQPSN: 1, Timeout: 1, RetryCnt: 3}, ibv.AttrState|ibv.AttrSQPSN|ibv.AttrTimeout|ibv.AttrRetryCnt))
-	}
+	x, _ := e.connect(t)
 	for i := range 4 {
 		require.NoError(t, srq.PostRecv(&ibv.RecvWR{ID: uint64(i), SGL: []ibv.SGE{mr.SGE(16*i, 16)}}))
 	}
