@@ -1,8 +1,9 @@
 package rma
 
 import (
+	"context"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/goarmci/goarmci/hybridft"
 	"github.com/goarmci/goarmci/multirail"
@@ -117,7 +118,7 @@ func (r *Runtime) connectDC(pe *peer, blob []byte) error {
 func (pe *peer) channels() []*multirail.Channel {
 	var out []*multirail.Channel
 	for _, ch := range []*multirail.Channel{pe.ch.Load(), pe.dc, pe.rc} {
-		if ch != nil && (len(out) == 0 || out[0] != ch) && (len(out) < 2 || out[1] != ch) {
+		if ch != nil && !slices.Contains(out, ch) {
 			out = append(out, ch)
 		}
 	}
@@ -137,15 +138,9 @@ func (pe *peer) countNet(n int64) {
 // the operation counted in pe.outstanding; returns with it counted and the gate open.
 func (r *Runtime) waitGate(pe *peer) {
 	n := r.nets[pe.net].net
-	d := time.Microsecond
 	for pe.gate.Load() {
 		pe.outstanding.Add(-1)
-		for pe.gate.Load() {
-			if n.Progress() == 0 {
-				time.Sleep(d)
-				d = min(2*d, r.pollSleepMax)
-			}
-		}
+		_ = r.pollUntil(context.Background(), func() bool { n.Progress(); return !pe.gate.Load() })
 		pe.outstanding.Add(1)
 	}
 }
@@ -156,13 +151,10 @@ func (r *Runtime) waitGate(pe *peer) {
 func (r *Runtime) drainPeer(pe *peer) {
 	pe.gate.Store(true)
 	n := r.nets[pe.net].net
-	d := time.Microsecond
-	for pe.outstanding.Load() != 0 && r.failedErr(pe.rank) == nil {
-		if n.Progress() == 0 {
-			time.Sleep(d)
-			d = min(2*d, r.pollSleepMax)
-		}
-	}
+	_ = r.pollUntil(context.Background(), func() bool {
+		n.Progress()
+		return pe.outstanding.Load() == 0 || r.failedErr(pe.rank) != nil
+	})
 }
 
 // dcPeerMemory is the memory of the shared path's view of a peer: its DC views (records, address
