@@ -108,20 +108,31 @@ func (w *Window) rmw(ctx context.Context, seg *rma.Segment, t, off int, op accum
 	return uint64(v), err
 }
 
+// dataAt is the n bytes at byte offset off of t's window on the mapped path, or nil when t's
+// part is not mapped (the caller goes through rma). Errors: ErrRMARange, mapAgain's.
+func (w *Window) dataAt(ctx context.Context, t, off, n int) ([]byte, error) {
+	m := w.dataPart(t)
+	if m == nil {
+		var err error
+		if m, err = w.mapAgain(ctx, w.data, t); err != nil || m == nil {
+			return nil, err
+		}
+	}
+	if off < 0 || off > len(m)-n {
+		return nil, fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, off, n, t, len(m))
+	}
+	return m[off : off+n], nil
+}
+
 // put copies src to byte offset off of t's window (complete at t when it returns on the mapped
 // path; through rma's blocking Put otherwise).
 func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
-	m, err := w.dataPart(t), error(nil)
-	if m == nil {
-		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
-			return err
-		}
+	m, err := w.dataAt(ctx, t, off, len(src))
+	if err != nil {
+		return err
 	}
 	if m != nil {
-		if off < 0 || off > len(m)-len(src) {
-			return fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, off, len(src), t, len(m))
-		}
-		memcopy.Copy(m[off:], src)
+		memcopy.Copy(m, src)
 		return nil
 	}
 	return w.rt.Put(ctx, src, w.data, t, off)
@@ -129,17 +140,12 @@ func (w *Window) put(ctx context.Context, src []byte, t, off int) error {
 
 // get copies len(dst) bytes at byte offset off of t's window into dst (as put).
 func (w *Window) get(ctx context.Context, dst []byte, t, off int) error {
-	m, err := w.dataPart(t), error(nil)
-	if m == nil {
-		if m, err = w.mapAgain(ctx, w.data, t); err != nil {
-			return err
-		}
+	m, err := w.dataAt(ctx, t, off, len(dst))
+	if err != nil {
+		return err
 	}
 	if m != nil {
-		if off < 0 || off > len(m)-len(dst) {
-			return fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, off, len(dst), t, len(m))
-		}
-		memcopy.Copy(dst, m[off:])
+		memcopy.Copy(dst, m)
 		return nil
 	}
 	return w.rt.Get(ctx, w.data, t, off, dst)
