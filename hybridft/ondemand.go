@@ -322,14 +322,7 @@ func (d *OnDemand) dialOnce(ctx context.Context, peer uint32, addr []byte) ([]*C
 	}
 	d.mu.Unlock()
 	d.finish(after)
-	var err error
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		err = fmt.Errorf("hybridft: dial %d: %w", peer, ctx.Err())
-	case <-d.m.ctx.Done():
-		err = fmt.Errorf("hybridft: dial %d: %w", peer, ErrClosed)
-	}
+	err := d.await(ctx, l.done, "dial", peer)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.core.Step(odEvent{Kind: odUnwait, Peer: peer, Gen: l.gen}, time.Now())
@@ -380,14 +373,7 @@ func (d *OnDemand) Disconnect(ctx context.Context, peer uint32) error {
 	if after.notConnected {
 		return fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrNotConnected)
 	}
-	var err error
-	select {
-	case <-l.gone:
-	case <-ctx.Done():
-		err = fmt.Errorf("hybridft: disconnect %d: %w", peer, ctx.Err())
-	case <-d.m.ctx.Done():
-		err = fmt.Errorf("hybridft: disconnect %d: %w", peer, ErrClosed)
-	}
+	err := d.await(ctx, l.gone, "disconnect", peer)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.core.Step(odEvent{Kind: odLeave, Peer: peer, Gen: l.gen}, time.Now())
@@ -732,4 +718,17 @@ func unmarshalODPayload(b []byte) (odAddr, []ConnInfo, error) {
 		return odAddr{}, nil, bad
 	}
 	return a, infos, nil
+}
+
+// await waits for done, ctx's end or the manager's close: nil, or the error of the op (what)
+// towards peer wrapping ctx's error or ErrClosed.
+func (d *OnDemand) await(ctx context.Context, done <-chan struct{}, what string, peer uint32) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("hybridft: %s %d: %w", what, peer, ctx.Err())
+	case <-d.m.ctx.Done():
+		return fmt.Errorf("hybridft: %s %d: %w", what, peer, ErrClosed)
+	}
 }
