@@ -147,14 +147,7 @@ var table = []Knob{
 	{Name: "GOARMCI_PATHS", Type: "int", Default: "1", Unit: "paths",
 		Doc: "paths per rail: each network peer's channel gets rails × paths subchannels, one RC queue pair per (rail, path bits), path bits routed as LMC offsets of the destination LID [Vishnu07 §2.2, ch. 7]; on tcp each path is its own stream; 1..64, rails × paths ≤ 64",
 		get: func(c *Config) string { return strconv.Itoa(c.Paths) },
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 1 || n > MaxPaths {
-				return fmt.Errorf("want an integer in [1, %d]", MaxPaths)
-			}
-			c.Paths = n
-			return nil
-		}},
+		set: intSetter(func(c *Config) *int { return &c.Paths }, 1, MaxPaths)},
 	{Name: "GOARMCI_LOG_LEVEL", Type: "enum(zerolog level)",
 		Default: "warn", Doc: "zerolog level of the runtime's log",
 		get: func(c *Config) string { return c.LogLevel },
@@ -214,14 +207,7 @@ var table = []Knob{
 	{Name: "GOARMCI_MAX_RC", Type: "int", Default: "26", Unit: "connections",
 		Doc: "adaptive transport: RC connections a rank keeps open at most (h of [Takagi15 §3.2]); 0 = every network peer on the shared path",
 		get: func(c *Config) string { return strconv.Itoa(c.MaxRC) },
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 0 || n > 1<<16 {
-				return fmt.Errorf("want an integer in [0, %d]", 1<<16)
-			}
-			c.MaxRC = n
-			return nil
-		}},
+		set: intSetter(func(c *Config) *int { return &c.MaxRC }, 0, 1<<16)},
 	{Name: "GOARMCI_RC_WINDOW", Type: "duration", Default: "2s",
 		Doc: "adaptive transport: the statistics window the selection looks back over (evaluated about once a second)",
 		get: func(c *Config) string { return c.RCWindow.String() },
@@ -249,14 +235,7 @@ var table = []Knob{
 	{Name: "GOARMCI_RETRY_COUNT", Type: "int", Default: "7", Unit: "count",
 		Doc: "RC retransmissions before the queue pair migrates (APM) or fails",
 		get: func(c *Config) string { return strconv.Itoa(c.RetryCount) },
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 0 || n > 1<<20 {
-				return fmt.Errorf("want an integer in [0, %d]", 1<<20)
-			}
-			c.RetryCount = n
-			return nil
-		}},
+		set: intSetter(func(c *Config) *int { return &c.RetryCount }, 0, 1<<20)},
 	{Name: "GOARMCI_BARRIER", Type: "enum(" + strings.Join(BarrierAlgs, "|") + ")", Default: "auto",
 		Doc: "algorithm of rma.Runtime.Barrier and GA_Sync: auto = chosen at start-up from the job's nodes, ranks, transport and multicast (rma/barrier_choice.go), or one of rma.BarrierWith's",
 		get: func(c *Config) string { return c.Barrier },
@@ -264,14 +243,7 @@ var table = []Knob{
 	{Name: "GOARMCI_BARRIER_FANIN", Type: "int", Default: "7", Unit: "ranks",
 		Doc: "fan-in of the gather tree of the gather + multicast barrier (rma.BarrierRGM, [Kini03 §3.3]), 2..15",
 		get: func(c *Config) string { return strconv.Itoa(c.BarrierFanIn) },
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 2 || n > 15 {
-				return fmt.Errorf("want an integer in [2, 15]")
-			}
-			c.BarrierFanIn = n
-			return nil
-		}},
+		set: intSetter(func(c *Config) *int { return &c.BarrierFanIn }, 2, 15)},
 	{Name: "GOARMCI_PARTITION_TIMEOUT", Type: "duration", Default: "30s",
 		Doc: "how long an operation blocks while no path to its target exists before it fails with rma.ErrPartition (far above APM's and software recovery's timers); 0 = until its context ends",
 		get: func(c *Config) string { return c.PartitionTimeout.String() },
@@ -348,6 +320,18 @@ var table = []Knob{
 		Doc: "the job's secret, 64 hex digits, proven in every connection handshake and CM message (set by goarmci run; under another launcher rank 0 makes one unless every rank has this); never printed"},
 	{Name: EnvHostID, Type: "string", Launcher: true,
 		Doc: "node identity override: ranks with equal host ids share memory (default hostname/boot id)"},
+}
+
+// intSetter sets an integer knob to a value in [lo, hi].
+func intSetter(field func(*Config) *int, lo, hi int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want an integer in [%d, %d]", lo, hi)
+		}
+		*field(c) = n
+		return nil
+	}
 }
 
 // enumSetter sets a string knob to one of values (case and surrounding blanks ignored).
