@@ -28,6 +28,7 @@ type CQ struct {
 	overrun atomic.Bool
 	refs    atomic.Int32
 	dead    atomic.Bool
+	spins   int // polls of Wait before it parks (SetWaitSpins)
 }
 
 // CreateCQ creates a completion queue with room for cqe completions (ibv_create_cq).
@@ -38,7 +39,7 @@ func (c *Context) CreateCQ(cqe int) (*CQ, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &CQ{ctx: c, q: wqring.New[WC](cqe), signal: make(chan struct{}, 1)}, nil
+	return &CQ{ctx: c, q: wqring.New[WC](cqe), signal: make(chan struct{}, 1), spins: spinPolls}, nil
 }
 
 // Cap is the number of completions the CQ holds (cqe of CreateCQ).
@@ -99,9 +100,16 @@ func (cq *CQ) Poll(wc []WC) int {
 // most remote operations take.
 const spinPolls = 200
 
+// SetWaitSpins sets how many times Wait polls, yielding to other goroutines in between, before
+// it parks (default 200; 0: park at once). A consumer whose provider polls the network for it
+// while it waits (the tcp provider's readers, tcp.Config.Consumer) parks at once and leaves the
+// processor to the polling reader, which hands it the completion without a wake-up. Call it
+// before the first Wait.
+func (cq *CQ) SetWaitSpins(n int) { cq.spins = max(0, n) }
+
 // Wait blocks until the CQ holds at least one completion, ctx ends, or the device is closed.
 func (cq *CQ) Wait(ctx context.Context) error {
-	for i := 0; i < spinPolls; i++ {
+	for i := 0; i < cq.spins; i++ {
 		if cq.count.Load() > 0 {
 			return nil
 		}

@@ -27,11 +27,23 @@ type Network struct {
 	genMu   sync.Mutex
 	gen     chan struct{} // closed and replaced when progress was made
 	wcs     [32]ibv.WC    // poll buffer, guarded by pollMu
+	waiting *atomic.Int32 // held incremented while Wait waits (SetWaitCounter), or nil
 }
 
 // NewNetwork wraps an endpoint.
 func NewNetwork(ep *hybridft.Endpoint) *Network {
 	return &Network{ep: ep, gen: make(chan struct{})}
+}
+
+// SetWaitCounter gives Wait a counter it holds incremented while it waits for a request that
+// is not yet done: the consumer's sign that it waits for the network rather than computes (rma
+// lets its tcp readers poll only then). Wait then parks at once instead of polling first, and
+// so does the completion queue's Wait (ibv.CQ.SetWaitSpins): the polling reader has the
+// processor to itself and hands the waiter its completion on its own thread. Call it before any
+// operation.
+func (n *Network) SetWaitCounter(c *atomic.Int32) {
+	n.waiting = c
+	n.ep.CQ.SetWaitSpins(0)
 }
 
 // Endpoint is the device side the network uses.
@@ -145,11 +157,15 @@ func (n *Network) generation() <-chan struct{} {
 // an error wrapping ErrFailed and the completion status as an *ibv.WCError (errors.Is matches
 // ibv.ErrAccess, ibv.ErrRetryExceeded, ibv.ErrFlushed, ...).
 func (n *Network) Wait(ctx context.Context, r *Request) error {
+	if n.waiting != nil && !r.Done() {
+		n.waiting.Add(1)
+		defer n.waiting.Add(-1)
+	}
 	for spins := 0; !r.Done(); spins++ {
 		if n.pollMu.TryLock() {
 			k := n.pollLocked()
 			if k == 0 && !r.Done() {
-				if spins < 64 {
+				if spins < 64 && n.waiting == nil {
 					n.pollMu.Unlock()
 					runtime.Gosched()
 					continue

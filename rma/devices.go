@@ -75,9 +75,12 @@ func (r *Runtime) openNet() error {
 	// RC segments are tcp.DefaultSegmentSize (1 MiB) on every rank: a message of a segment or
 	// more is read from the socket straight into its memory region, one wake-up per segment;
 	// shorter ones travel as 4 KiB packets, read many at a time.
+	// The readers poll only while this rank waits (consumerState: the waits count themselves).
 	tl := r.log.With().Str("module", "tcp").Logger() // refused streams (tcp.Rejected) are logged
+	poll := r.tcpPoll()
+	r.countWaits = r.countWaits || poll > 0
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, Log: &tl,
-		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: r.tcpPoll(), SegmentSize: tcp.DefaultSegmentSize,
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: poll, Consumer: r.consumerState, SegmentSize: tcp.DefaultSegmentSize,
 		Secret: r.secret.Bytes()})
 	if err != nil {
 		return err
@@ -180,7 +183,11 @@ func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(
 			eps = append(eps, ep.WithPort(uint8(p)))
 		}
 	}
-	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: multirail.NewNetwork(ep), alloc: alloc})
+	n := multirail.NewNetwork(ep)
+	if r.countWaits {
+		n.SetWaitCounter(&r.parked)
+	}
+	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: n, alloc: alloc})
 	return nil
 }
 
@@ -211,8 +218,9 @@ func listenAddr(rail string) string {
 	return net.JoinHostPort(rail, "0")
 }
 
-// tcpPoll is the tcp readers' poll budget (GOARMCI_TCP_POLL): auto polls 50 µs when this node
-// runs at most half as many ranks as it has cores, so a polling reader never takes the core of a
+// tcpPoll is the tcp readers' poll budget (GOARMCI_TCP_POLL): auto polls 50 µs when this
+// machine runs at most as many ranks as it has cores. The readers poll only while the rank waits
+// (inWait), yielding the core between polls, so a polling reader never takes the core of a
 // computing rank.
 func (r *Runtime) tcpPoll() time.Duration {
 	switch v := r.cfg.env.cfg.TCPPoll; v {
@@ -221,7 +229,7 @@ func (r *Runtime) tcpPoll() time.Duration {
 	case "", "auto":
 		// ranks on this machine, not this node: the testbed's namespaces are nodes that share
 		// the machine's cores, and polling readers of several "nodes" starve each other
-		if 2*r.machineRanks <= runtime.NumCPU() {
+		if r.machineRanks <= runtime.NumCPU() {
 			return 50 * time.Microsecond
 		}
 		return 0
@@ -229,6 +237,19 @@ func (r *Runtime) tcpPoll() time.Duration {
 		d, _ := time.ParseDuration(v)
 		return d
 	}
+}
+
+// consumerState is this rank's state for the tcp readers' poll policy (tcp.Config.Consumer):
+// spinning while a wait polls its condition on this thread (pollUntil), parked while a goroutine
+// waits for a network completion (multirail Wait), else busy.
+func (r *Runtime) consumerState() tcp.ConsumerState {
+	switch {
+	case r.spinning.Load() > 0:
+		return tcp.ConsumerSpinning
+	case r.parked.Load() > 0:
+		return tcp.ConsumerParked
+	}
+	return tcp.ConsumerBusy
 }
 
 // ftOptions maps the GOARMCI_* configuration to the fault-tolerance manager's options (CMListen

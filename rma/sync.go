@@ -181,6 +181,10 @@ func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 // rank it waits for can no longer reach it (a network partition: the probe fails with
 // ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
 func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe func() error) error {
+	if r.countWaits {
+		r.spinning.Add(1)
+		defer r.spinning.Add(-1)
+	}
 	if r.stats {
 		t0 := time.Now()
 		defer func() { r.syncWaitNS.Add(int64(time.Since(t0))) }()

@@ -161,7 +161,7 @@ type Config struct {
 	// least busy one [Vishnu07 §5.2.3, §4.1.2]. GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int64
 	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
-	// parking while traffic flows (waking a parked reader costs tens of µs). GOARMCI_TCP_POLL.
+	// parking while its rank waits (waking a parked reader costs tens of µs). GOARMCI_TCP_POLL.
 	TCPPoll string
 	// Stats prints per-rank communication statistics at finalize, in StatsFormat. GOARMCI_STATS
 	// (true: text, json: JSON).

@@ -599,6 +599,7 @@ func (c *conn) reader() {
 	var b engine.Batch
 	buf := make([]byte, readBufSize)
 	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
+	rd.consumer, rd.poller = c.d.cfg.Consumer, &c.d.poller
 	rd.act = &c.lastAct
 	r, w := 0, 0
 	skip := 0          // bytes of a dropped frame still to discard

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"github.com/goarmci/goarmci/internal/xunix"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,13 +24,27 @@ import (
 // the core a computing rank needs (CG slows down markedly), so the budget is a device option
 // (tcp.Config.PollBudget) that the runtime sets per node.
 //
+// With a consumer (Config.Consumer) a reader polls only while the consumer waits, so it never
+// takes the core of a consumer that computes, and at most one reader of the device polls at a
+// time (the poll token): a rank's threads share its core, and readers spinning side by side
+// would delay each other's frames by a scheduler slice. Between polls the reader yields as the
+// consumer's state asks: the processor (sched_yield) to a consumer polling a condition on its
+// own thread, the Go scheduler (runtime.Gosched) to a consumer parked until a completion, which
+// then runs on the reader's thread as soon as the reader delivers it.
+//
 // A reader that parks in the middle of a placed frame (ReadPlaced with a placement) sets the
 // socket's receive low-water mark to the bytes of the frame still missing (see lowat below).
 type pollReader struct {
 	rc     syscall.RawConn
 	nc     net.Conn
 	budget time.Duration // poll budget; 0: never poll
-	last   time.Time     // when the last read returned data
+	// consumer tells when and how to poll (Config.Consumer), or nil: while traffic flows
+	consumer func() ConsumerState
+	// poller is the device's poll token (with consumer): one reader polls at a time, the
+	// others park at once; held says this reader has it
+	poller *atomic.Bool
+	held   bool
+	last   time.Time // when the last read returned data
 
 	// state of the read in progress, used by fn (built once: no allocation per read)
 	b       []byte
@@ -129,7 +144,12 @@ func (p *pollReader) try(fd uintptr) bool {
 		if p.rerr != unix.EAGAIN {
 			return true
 		}
-		if !p.active {
+		st := ConsumerParked
+		if p.consumer != nil {
+			st = p.consumer()
+		}
+		if !p.active || st == ConsumerBusy || !p.hold() {
+			p.release()
 			p.setLowat(fd)
 			return false
 		}
@@ -138,11 +158,35 @@ func (p *pollReader) try(fd uintptr) bool {
 			if deadline.IsZero() {
 				deadline = now.Add(p.budget)
 			} else if now.After(deadline) {
+				p.release()
 				p.setLowat(fd)
 				return false
 			}
 		}
-		runtime.Gosched()
+		if st == ConsumerSpinning && spins&15 != 15 {
+			xunix.SchedYield()
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+// hold takes the device's poll token for this reader, or reports that another reader polls:
+// one polling reader keeps a waiting consumer's core busy enough, and several would take turns
+// on it, each delaying the others' frames.
+func (p *pollReader) hold() bool {
+	if p.held || p.poller == nil {
+		return true
+	}
+	p.held = p.poller.CompareAndSwap(false, true)
+	return p.held
+}
+
+// release gives the poll token back.
+func (p *pollReader) release() {
+	if p.held {
+		p.held = false
+		p.poller.Store(false)
 	}
 }
 
@@ -184,6 +228,7 @@ func (p *pollReader) ReadPlaced(b, b2 []byte, pl *engine.Placement) (n int, revo
 	p.b, p.b2, p.pl, p.revoked, p.n, p.rerr = b, b2, pl, false, 0, nil
 	p.active = p.budget > 0 && !p.last.IsZero() && time.Since(p.last) < 4*p.budget
 	err = p.rc.Read(p.fn)
+	p.release()
 	n, rerr := p.n, p.rerr
 	if err != nil {
 		return 0, false, err

@@ -41,6 +41,19 @@ type PortConfig struct {
 	MTU int
 }
 
+// ConsumerState is what the device's consumer is doing, as the stream readers' poll policy sees
+// it (Config.Consumer). A reader that polls while the consumer's thread shares its core must let
+// that thread run: a consumer waiting for a condition it polls itself needs the processor
+// (sched_yield between polls), a consumer parked until a completion needs only the Go
+// scheduler (runtime.Gosched hands it its goroutine on the reader's thread, no wake-up).
+type ConsumerState uint8
+
+const (
+	ConsumerBusy     ConsumerState = iota // computing: the readers park at once
+	ConsumerSpinning                      // polls a condition on its own thread: poll, yielding the processor in between
+	ConsumerParked                        // parked until a completion: poll, yielding to goroutines in between
+)
+
 // Config configures a device.
 type Config struct {
 	Name  string
@@ -49,6 +62,11 @@ type Config struct {
 	// flows (0: never; see pollread.go). It trades a core for wake-up latency (~3x lower 8 B
 	// latency when a core is free).
 	PollBudget time.Duration
+	// Consumer, when set, tells the readers what the device's consumer is doing (one call
+	// per poll: it must be cheap, an atomic load): they poll only while it waits, whatever the
+	// recent traffic, within PollBudget per read, and yield between polls as its state asks.
+	// Nil: poll while traffic flows.
+	Consumer func() ConsumerState
 	// DialTimeout bounds connection set-up, including the hello exchange (default 3 s).
 	DialTimeout time.Duration
 	// Engine tuning (zero values: engine defaults).
@@ -150,6 +168,7 @@ type driver struct {
 	closed bool
 
 	lm     *linkMonitor
+	poller atomic.Bool // held by the one stream reader that polls (pollReader.try)
 	stop   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
