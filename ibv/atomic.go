@@ -48,3 +48,16 @@ func (v *RemoteView) Atomic(op Opcode, off int, compareAdd, swap uint64) (uint64
 	}
 	return ApplyAtomic(op, v.Mem[off:off+n], compareAdd, swap)
 }
+
+// StoreRelease64 stores val into the 8-byte word at byte offset off of the view with a release
+// store (accum.StoreRelease64): a target polling the word sees it whole, after every store this
+// thread made before it, and atomic with respect to atomics on the word from any process. The
+// store of a flag the target polls (MPI's shared-memory flags), one cache-line transfer cheaper
+// than an atomic swap. Errors: ErrOutOfBounds for a word outside the view, accum.ErrShape
+// wrapped for a misaligned one; nothing is stored then.
+func (v *RemoteView) StoreRelease64(off int, val uint64) error {
+	if off < 0 || off > len(v.Mem)-8 {
+		return fmt.Errorf("%w: 8-byte store at byte %d of a %d-byte view", ErrOutOfBounds, off, len(v.Mem))
+	}
+	return accum.StoreRelease64(v.Mem[off:off+8], val)
+}

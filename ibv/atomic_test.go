@@ -76,3 +76,19 @@ func TestWCErrorIs(t *testing.T) {
 		require.Contains(t, err.Error(), st.String())
 	}
 }
+
+// A release store through a view lands whole at its offset, mixes with atomics on the word, and
+// a word outside the view or misaligned is refused without a store.
+func TestRemoteViewStoreRelease64(t *testing.T) {
+	v := &ibv.RemoteView{Mem: make([]byte, 32)}
+	require.NoError(t, v.StoreRelease64(8, 41))
+	old, err := v.Atomic(ibv.OpAtomicFetchAdd, 8, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(41), old)
+	require.Equal(t, uint64(42), binary.LittleEndian.Uint64(v.Mem[8:]))
+	require.ErrorIs(t, v.StoreRelease64(32, 1), ibv.ErrOutOfBounds)
+	require.ErrorIs(t, v.StoreRelease64(-8, 1), ibv.ErrOutOfBounds)
+	require.ErrorIs(t, v.StoreRelease64(4, 1), accum.ErrShape)
+	require.Equal(t, make([]byte, 8), v.Mem[:8])
+	require.Equal(t, make([]byte, 16), v.Mem[16:])
+}

@@ -28,9 +28,10 @@ type signalReq struct {
 	req *multirail.Request
 }
 
-// signal writes id into flag word slot of rank to (an 8-byte atomic swap: the target applies it
-// atomically and the polled word is never read torn). To this rank and to a node peer it is done
-// at issue (CPU atomics); to a network peer it is posted, and reapSignals completes it. Errors:
+// signal writes id into flag word slot of rank to, whole (the polled word is never read torn).
+// To this rank and to a node peer it is a release store through the mapped view (the writer
+// goes on at once: no wait for the cache line), or a CPU atomic swap without a view; to a
+// network peer an 8-byte atomic swap work request, posted, which reapSignals completes. Errors:
 // those of the issue (ErrPeerFailed, ErrTransport... naming rank to).
 func (r *Runtime) signal(ctx context.Context, to, slot int, id uint64) error {
 	return r.signalOn(ctx, r.sys, to, slot, id)
@@ -45,6 +46,9 @@ func (r *Runtime) signalOn(ctx context.Context, seg *Segment, to, slot int, id u
 	rt := pe.route
 	switch rt.kind {
 	case routeSelf, routeNode:
+		if v := seg.view(pe); v != nil {
+			return v.StoreRelease64(8*slot, id) // a store, as MPI's shared-memory flags
+		}
 		_, err := rt.atomic(ctx, ibv.OpAtomicSwap64, seg, 8*slot, id, 0)
 		return err
 	case routeDial:

@@ -63,6 +63,9 @@ func (r *Runtime) AllFence(ctx context.Context) error {
 	if err := r.check(); err != nil {
 		return err
 	}
+	if len(r.nets) == 0 && !r.fail.any.Load() {
+		return nil // every operation to a same-node rank completes inside its call
+	}
 	var failed error // a failed rank's: the survivors are fenced all the same
 	for p := range r.peers {
 		if r.failedErr(p) != nil && r.peers[p].outstanding.Load() == 0 {
@@ -96,9 +99,9 @@ func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 // The dissemination barrier is [Kini03 §3]'s "RDS": in round k every rank writes the barrier's
 // id into flag k of rank (me+2^k) mod N and polls its own flag k until the id written by rank
 // (me−2^k) mod N arrives. The ids only grow, so the flags never need resetting ([Kini03 §4],
-// "barrier_id"). The write is an 8-byte atomic swap rather than an RDMA write so the polled word
-// can never be read torn; to a network peer it is posted, as [Kini03 §3]'s write, and the
-// barrier reaps its completion before returning (signal.go). Errors: ErrPeerFailed naming a
+// "barrier_id"). The polled word is never read torn: a same-node rank writes it with a release
+// store, a network rank with an 8-byte atomic swap rather than an RDMA write, posted as
+// [Kini03 §3]'s write, whose completion the barrier reaps before returning (signal.go). Errors: ErrPeerFailed naming a
 // failed rank, ErrPartition, ctx's, transport errors.
 func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {

@@ -151,6 +151,22 @@ func Load64(b []byte) (uint64, error) {
 	return atomic.LoadUint64(p), nil
 }
 
+// StoreRelease64 stores v at b[0:8] as a release store: single-copy atomic (a concurrent Load64
+// sees the old or the new value, never a mix), visible to another CPU only after every store
+// this thread made before it, and atomic with respect to the RMW operations on the word (they
+// see it before or after). Cheaper than Store64 where the caller polls something else next: the
+// thread does not wait for the cache line. For flags another process polls (MPI
+// implementations' shared-memory flags are the same store). Errors wrap ErrShape for a
+// misaligned or short word; nothing is stored then.
+func StoreRelease64(b []byte, v uint64) error {
+	p, err := word64(b)
+	if err != nil {
+		return err
+	}
+	storeRelease64(p, v)
+	return nil
+}
+
 // Store64 atomically stores v at b[0:8].
 func Store64(b []byte, v uint64) error {
 	p, err := word64(b)

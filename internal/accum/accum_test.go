@@ -3,7 +3,9 @@ package accum
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -328,4 +330,51 @@ func TestApplyLockedVectorPath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A release store is seen whole by loads and by RMW operations on the word, and a misaligned or
+// short word is refused without a store.
+func TestStoreRelease64(t *testing.T) {
+	b := make([]byte, 24)
+	w := b[8:16]
+	require.NoError(t, StoreRelease64(w, 0x0102030405060708))
+	v, err := Load64(w)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0x0102030405060708), v)
+	old, err := RMW(OpFetchAdd64, w, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0x0102030405060708), old)
+	require.NoError(t, StoreRelease64(w, 7))
+	old, err = RMW(OpSwap64, w, 9, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), old)
+	require.ErrorIs(t, StoreRelease64(b[1:9], 1), ErrShape)
+	require.ErrorIs(t, StoreRelease64(b[:7], 1), ErrShape)
+	require.Equal(t, make([]byte, 8), b[:8], "nothing stored")
+}
+
+// Another goroutine polling a word sees the release store and, after it, the bytes written
+// before it.
+func TestStoreReleaseOrder(t *testing.T) {
+	data := make([]uint64, 64)
+	flag := make([]byte, 8)
+	done := make(chan bool)
+	go func() {
+		for {
+			if v, _ := Load64(flag); v == 1 {
+				ok := true
+				for i := range data {
+					ok = ok && atomic.LoadUint64(&data[i]) == uint64(i+1)
+				}
+				done <- ok
+				return
+			}
+			runtime.Gosched()
+		}
+	}()
+	for i := range data {
+		atomic.StoreUint64(&data[i], uint64(i+1))
+	}
+	require.NoError(t, StoreRelease64(flag, 1))
+	require.True(t, <-done)
 }
