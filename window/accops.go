@@ -220,36 +220,3 @@ func applyComplex[T complex64 | complex128](o Op, a, b T) T {
 	}
 	return a
 }
-
-// fetchSumInPlace is a GetAccumulate SUM on the target's elements in memory this process maps,
-// in one pass: result[i] = target[i], target[i] += origin[i] (result, target, origin of equal
-// lengths, whole elements of t; the caller holds the target's accumulate lock). One read of the
-// target where a Get followed by an in-place Acc reads it twice. It reports false, changing
-// nothing, for a complex type or a buffer not aligned for t.
-func fetchSumInPlace(t Type, result, target, origin []byte) bool {
-	if len(target) == 0 || !aligned(uintptr(t.Align()), result, target, origin) {
-		return false
-	}
-	switch t {
-	case Int32:
-		fetchSum(typed[int32](result), typed[int32](target), typed[int32](origin))
-	case Int64:
-		fetchSum(typed[int64](result), typed[int64](target), typed[int64](origin))
-	case Float32:
-		fetchSum(typed[float32](result), typed[float32](target), typed[float32](origin))
-	case Float64:
-		fetchSum(typed[float64](result), typed[float64](target), typed[float64](origin))
-	default:
-		return false
-	}
-	return true
-}
-
-// fetchSum is result[i] = target[i]; target[i] += origin[i].
-func fetchSum[T int32 | int64 | float32 | float64](result, target, origin []T) {
-	result, origin = result[:len(target)], origin[:len(target)]
-	for i, v := range target {
-		result[i] = v
-		target[i] = v + origin[i]
-	}
-}

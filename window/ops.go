@@ -563,8 +563,7 @@ func (w *Window) accLock(ctx context.Context, tg int) error {
 // CompareAndSwap under the target's accumulate lock, as one read-modify-write of its whole range:
 // one Get of the range (for GetAccumulate/FetchAndOp straight into the result), the combination
 // in a local buffer, one Put back. REPLACE skips the combination and NO_OP the Put; a real or
-// integer SUM to a same-node rank is one pass over the mapped target (fetchSumInPlace) for a
-// GetAccumulate, one rma Acc in place for an Accumulate, instead of the combination and the Put.
+// integer SUM to a same-node rank is one rma Acc in place instead of the combination and the Put.
 func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 	if o.kind == kAcc {
 		if o.aop == OpReplace {
@@ -580,14 +579,6 @@ func (w *Window) getCombinePut(ctx context.Context, o *op) error {
 	if isInteger(o.typ) && len(o.dst) == o.typ.Size() && o.aop != OpProd && o.aop != OpMax && o.aop != OpMin &&
 		w.rt.TransportTo(o.target) == "tcp" {
 		return w.fetchWord(ctx, o, o.dst)
-	}
-	if o.aop == OpSum && len(o.dst) == len(o.src) {
-		// a part mapped at Create (same-node rank): one pass reads the old values into the
-		// result and adds in place
-		if m := w.dataPart(o.target); m != nil && o.off >= 0 && o.off <= len(m)-len(o.src) &&
-			fetchSumInPlace(o.typ, o.dst, m[o.off:o.off+len(o.src)], o.src) {
-			return nil
-		}
 	}
 	if err := w.rt.Get(ctx, w.data, o.target, o.off, o.dst); err != nil {
 		return err
