@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,21 +54,7 @@ func TestConsumerStates(t *testing.T) {
 			}
 			cfg := Config{PollBudget: 200 * time.Microsecond, Consumer: consumer, TimeoutFloor: 200 * time.Millisecond}
 			x, y := connect(t, open(t, 1, cfg), open(t, 1, cfg), 1<<20, false, 7)
-			var wg sync.WaitGroup
-			errs := make(chan error, 2)
-			for i, s := range []*side{x, y} {
-				peer := []*side{y, x}[i]
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs <- consumerTraffic(s, peer, byte(i+1))
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				require.NoError(t, err)
-			}
+			bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1)) })
 		})
 	}
 }

@@ -33,6 +33,13 @@ func bulkBothWays(t *testing.T, seg int) {
 	cfg := Config{TimeoutFloor: 200 * time.Millisecond, SegmentSize: seg}
 	a, b := open(t, 1, cfg), open(t, 1, cfg)
 	x, y := connect(t, a, b, 2*depth*size, false, 7)
+	bothWays(t, x, y, func(s, peer *side, i int) error { return bulk(s, peer, size, depth, byte(i*100)) })
+}
+
+// bothWays runs traffic from x to y and from y to x at once (i: 0 for x, 1 for y) and fails t
+// with their errors.
+func bothWays(t *testing.T, x, y *side, traffic func(s, peer *side, i int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for i, s := range []*side{x, y} {
@@ -40,7 +47,7 @@ func bulkBothWays(t *testing.T, seg int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- bulk(s, peer, size, depth, byte(i*100))
+			errs <- traffic(s, peer, i)
 		}()
 	}
 	wg.Wait()
