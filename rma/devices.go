@@ -78,7 +78,7 @@ func (r *Runtime) openNet() error {
 	// The readers poll only while this rank waits (consumerState: the waits count themselves).
 	tl := r.log.With().Str("module", "tcp").Logger() // refused streams (tcp.Rejected) are logged
 	poll := r.tcpPoll()
-	r.countWaits = r.countWaits || poll > 0
+	r.countWaits = poll > 0
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, Log: &tl,
 		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: poll, Consumer: r.consumerState, SegmentSize: tcp.DefaultSegmentSize,
 		Secret: r.secret.Bytes()})
@@ -220,8 +220,8 @@ func listenAddr(rail string) string {
 
 // tcpPoll is the tcp readers' poll budget (GOARMCI_TCP_POLL): auto polls 50 µs when this
 // machine runs at most as many ranks as it has cores. The readers poll only while the rank waits
-// (inWait), yielding the core between polls, so a polling reader never takes the core of a
-// computing rank.
+// (consumerState), yielding the core between polls, so a polling reader never takes the core of
+// a computing rank.
 func (r *Runtime) tcpPoll() time.Duration {
 	switch v := r.cfg.env.cfg.TCPPoll; v {
 	case "off":

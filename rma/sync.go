@@ -96,13 +96,13 @@ func (r *Runtime) WaitAll(ctx context.Context) error { return r.AllFence(ctx) }
 // the policy are in bench/README.md, "Barrier choice"). BarrierAlg reports the choice;
 // BarrierWith runs another.
 //
-// The dissemination barrier is [Kini03 §3]'s "RDS": in round k every rank writes the barrier's
-// id into flag k of rank (me+2^k) mod N and polls its own flag k until the id written by rank
-// (me−2^k) mod N arrives. The ids only grow, so the flags never need resetting ([Kini03 §4],
-// "barrier_id"). The polled word is never read torn: a same-node rank writes it with a release
-// store, a network rank with an 8-byte atomic swap rather than an RDMA write, posted as
-// [Kini03 §3]'s write, whose completion the barrier reaps before returning (signal.go). Errors: ErrPeerFailed naming a
-// failed rank, ErrPartition, ctx's, transport errors.
+// The dissemination barrier is [Kini03 §3]'s "RDS": in round k every rank writes the barrier's id
+// into flag k of rank (me+2^k) mod N and polls its own flag k until the id written by rank (me−2^k)
+// mod N arrives. The ids only grow, so the flags never need resetting ([Kini03 §4], "barrier_id").
+// The polled word is never read torn: a same-node rank writes it with a release store, a network
+// rank with an 8-byte atomic swap rather than an RDMA write, posted as [Kini03 §3]'s write, whose
+// completion the barrier reaps before returning (signal.go). Errors: ErrPeerFailed naming a failed
+// rank, ErrPartition, ctx's, transport errors.
 func (r *Runtime) Barrier(ctx context.Context) error {
 	if err := r.AllFence(ctx); err != nil {
 		return err

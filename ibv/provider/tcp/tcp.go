@@ -63,9 +63,9 @@ type Config struct {
 	// latency when a core is free).
 	PollBudget time.Duration
 	// Consumer, when set, tells the readers what the device's consumer is doing (one call
-	// per poll: it must be cheap, an atomic load): they poll only while it waits, whatever the
-	// recent traffic, within PollBudget per read, and yield between polls as its state asks.
-	// Nil: poll while traffic flows.
+	// per poll: it must be cheap, an atomic load): while traffic flows they poll only while it
+	// waits, within PollBudget per read, one reader of the device at a time, and yield between
+	// polls as its state asks. Nil: poll while traffic flows.
 	Consumer func() ConsumerState
 	// DialTimeout bounds connection set-up, including the hello exchange (default 3 s).
 	DialTimeout time.Duration
