@@ -124,15 +124,11 @@ func jobGroup(job string) (ibv.GID, uint16, uint32) {
 // errors: without the queue pair on every rank, RGM falls back to its tree release and
 // BarrierMessage is refused; without multicast on every rank, RGM uses the tree release.
 func (r *Runtime) setupBarrierQP(ctx context.Context) error {
-	var dev *ibv.Context
-	for _, n := range r.nets {
-		if n.kind == TransportTCP {
-			dev = n.dev
-		}
-	}
-	if dev == nil {
+	n := r.netOf(TransportTCP)
+	if n == nil {
 		return nil // a job without a network (every rank agrees: the device exchange)
 	}
+	dev := n.dev
 	bq, err := r.openBarrierQP(dev)
 	if err != nil {
 		r.log.Debug().Err(err).Msg("rma: no barrier queue pair: RGM releases by a tree, no message barrier")

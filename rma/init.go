@@ -201,11 +201,9 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	}
 	// Every node peer has opened this rank's shared-memory control file (its queue pairs are
 	// connected): remove the file, so no abnormal end of the job can leave it behind.
-	for _, n := range r.nets {
-		if n.kind == TransportShm {
-			if err := shm.Unpublish(n.dev); err != nil {
-				r.log.Warn().Err(err).Msg("rma: init: control file stays until Finalize")
-			}
+	if n := r.netOf(TransportShm); n != nil {
+		if err := shm.Unpublish(n.dev); err != nil {
+			r.log.Warn().Err(err).Msg("rma: init: control file stays until Finalize")
 		}
 	}
 	r.log.Debug().Int("size", r.size).Bool("shm", useShm).Bool("net", useNet).Msg("rma initialized")
