@@ -101,10 +101,9 @@ func (cq *CQ) Poll(wc []WC) int {
 const spinPolls = 200
 
 // SetWaitSpins sets how many times Wait polls, yielding to other goroutines in between, before
-// it parks (default 200; 0: park at once). A consumer whose provider polls the network for it
-// while it waits (the tcp provider's readers, tcp.Config.Consumer) parks at once and leaves the
-// processor to the polling reader, which hands it the completion without a wake-up. Call it
-// before the first Wait.
+// it parks (default 200; 0: park at once). A consumer that has polled already before it calls
+// Wait (and driven the provider's progress while it did: multirail.Network.SetProgress) parks
+// at once. Call it before the first Wait.
 func (cq *CQ) SetWaitSpins(n int) { cq.spins = max(0, n) }
 
 // Wait blocks until the CQ holds at least one completion, ctx ends, or the device is closed.

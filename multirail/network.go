@@ -27,7 +27,9 @@ type Network struct {
 	genMu   sync.Mutex
 	gen     chan struct{} // closed and replaced when progress was made
 	wcs     [32]ibv.WC    // poll buffer, guarded by pollMu
-	waiting *atomic.Int32 // held incremented while Wait waits (SetWaitCounter), or nil
+
+	progress   func()        // the device's progress call (SetProgress), or nil
+	progBudget time.Duration // how long Wait polls with progress before it parks
 }
 
 // NewNetwork wraps an endpoint.
@@ -35,14 +37,14 @@ func NewNetwork(ep *hybridft.Endpoint) *Network {
 	return &Network{ep: ep, gen: make(chan struct{})}
 }
 
-// SetWaitCounter gives Wait a counter it holds incremented while it waits for a request that
-// is not yet done: the consumer's sign that it waits for the network rather than computes (rma
-// lets its tcp readers poll only then). Wait then parks at once instead of polling first, and
-// so does the completion queue's Wait (ibv.CQ.SetWaitSpins): the polling reader has the
-// processor to itself and hands the waiter its completion on its own thread. Call it before any
-// operation.
-func (n *Network) SetWaitCounter(c *atomic.Int32) {
-	n.waiting = c
+// SetProgress makes Wait poll for up to budget before it parks, calling progress between polls
+// (a provider's progress call, e.g. tcp.Progress, which wakes the provider's readers whose
+// sockets hold frames): a waiter that polls gets its completion one round trip after it was
+// sent, where a parked one waits for the Go netpoller and a thread wake-up. After the budget,
+// or at once with budget 0, Wait parks (and so does the completion queue's Wait:
+// ibv.CQ.SetWaitSpins). Call it before any operation.
+func (n *Network) SetProgress(progress func(), budget time.Duration) {
+	n.progress, n.progBudget = progress, budget
 	n.ep.CQ.SetWaitSpins(0)
 }
 
@@ -157,15 +159,26 @@ func (n *Network) generation() <-chan struct{} {
 // an error wrapping ErrFailed and the completion status as an *ibv.WCError (errors.Is matches
 // ibv.ErrAccess, ibv.ErrRetryExceeded, ibv.ErrFlushed, ...).
 func (n *Network) Wait(ctx context.Context, r *Request) error {
-	if n.waiting != nil && !r.Done() {
-		n.waiting.Add(1)
-		defer n.waiting.Add(-1)
-	}
+	polling := n.progress != nil && n.progBudget > 0 // the progress polls (SetProgress)
+	var pollEnd time.Time
 	for spins := 0; !r.Done(); spins++ {
 		if n.pollMu.TryLock() {
 			k := n.pollLocked()
 			if k == 0 && !r.Done() {
-				if spins < 64 && n.waiting == nil {
+				if polling && spins&15 == 0 {
+					if now := time.Now(); pollEnd.IsZero() {
+						pollEnd = now.Add(n.progBudget)
+					} else if now.After(pollEnd) {
+						polling = false // spent: park
+					}
+				}
+				if polling {
+					n.pollMu.Unlock()
+					n.progress()
+					runtime.Gosched()
+					continue
+				}
+				if spins < 64 && n.progress == nil {
 					n.pollMu.Unlock()
 					runtime.Gosched()
 					continue

@@ -121,7 +121,7 @@ func (r *Runtime) await(ctx context.Context, slot int, id uint64, from int) erro
 		return v >= id || r.anyFailedErr() != nil
 	}
 	var err error
-	if r.stats || r.countWaits { // pollUntilProbe times and counts the whole wait, spin included
+	if r.stats { // pollUntilProbe times the whole wait, spin included
 		err = r.pollUntilProbe(ctx, cond, r.liveness(ctx, from))
 	} else {
 		for i := 0; i < r.spin && !r.fail.any.Load(); i++ {

@@ -75,15 +75,16 @@ func (r *Runtime) openNet() error {
 	// RC segments are tcp.DefaultSegmentSize (1 MiB) on every rank: a message of a segment or
 	// more is read from the socket straight into its memory region, one wake-up per segment;
 	// shorter ones travel as 4 KiB packets, read many at a time.
-	// The readers poll only while this rank waits (consumerState: the waits count themselves).
+	// The stream readers never poll: this rank's waits drive them (tcp.Progress, r.progress).
 	tl := r.log.With().Str("module", "tcp").Logger() // refused streams (tcp.Rejected) are logged
-	poll := r.tcpPoll()
-	r.countWaits = poll > 0
 	dev, err := tcp.Open(tcp.Config{Name: fmt.Sprintf("tcp-rank%d", r.rank), Ports: ports, Log: &tl,
-		TimeoutFloor: r.cfg.env.cfg.AckTimeout, PollBudget: poll, Consumer: r.consumerState, SegmentSize: tcp.DefaultSegmentSize,
+		TimeoutFloor: r.cfg.env.cfg.AckTimeout, SegmentSize: tcp.DefaultSegmentSize,
 		Secret: r.secret.Bytes()})
 	if err != nil {
 		return err
+	}
+	if pr, err := tcp.Progress(dev); err == nil {
+		r.progress = append(r.progress, pr)
 	}
 	if !r.cfg.env.cfg.FT { // GOARMCI_FT=false: plain RC connections, no manager
 		return r.addNetwork(TransportTCP, dev, nil)
@@ -184,8 +185,10 @@ func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(
 		}
 	}
 	n := multirail.NewNetwork(ep)
-	if r.countWaits {
-		n.SetWaitCounter(&r.parked)
+	if pr, err := tcp.Progress(ep.Dev); err == nil {
+		// a wait for a network completion polls its completion queue for up to GOARMCI_TCP_POLL,
+		// waking the stream readers whose sockets hold frames, before it parks
+		n.SetProgress(pr, r.tcpPoll())
 	}
 	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: n, alloc: alloc})
 	return nil
@@ -218,17 +221,17 @@ func listenAddr(rail string) string {
 	return net.JoinHostPort(rail, "0")
 }
 
-// tcpPoll is the tcp readers' poll budget (GOARMCI_TCP_POLL): auto polls 50 µs when this
-// machine runs at most as many ranks as it has cores. The readers poll only while the rank waits
-// (consumerState), yielding the core between polls, so a polling reader never takes the core of
-// a computing rank.
+// tcpPoll is how long a wait for a network completion polls before it parks (GOARMCI_TCP_POLL;
+// multirail.Network.SetProgress): auto polls 50 µs when this machine runs at most as many ranks
+// as it has cores, else parks at once (a polling rank would take the core of the rank it waits
+// for).
 func (r *Runtime) tcpPoll() time.Duration {
 	switch v := r.cfg.env.cfg.TCPPoll; v {
 	case "off":
 		return 0
 	case "", "auto":
 		// ranks on this machine, not this node: the testbed's namespaces are nodes that share
-		// the machine's cores, and polling readers of several "nodes" starve each other
+		// the machine's cores, and polling ranks of several "nodes" starve each other
 		if r.machineRanks <= runtime.NumCPU() {
 			return 50 * time.Microsecond
 		}
@@ -237,19 +240,6 @@ func (r *Runtime) tcpPoll() time.Duration {
 		d, _ := time.ParseDuration(v)
 		return d
 	}
-}
-
-// consumerState is this rank's state for the tcp readers' poll policy (tcp.Config.Consumer):
-// spinning while a wait polls its condition on this thread (pollUntil), parked while a goroutine
-// waits for a network completion (multirail Wait), else busy.
-func (r *Runtime) consumerState() tcp.ConsumerState {
-	switch {
-	case r.spinning.Load() > 0:
-		return tcp.ConsumerSpinning
-	case r.parked.Load() > 0:
-		return tcp.ConsumerParked
-	}
-	return tcp.ConsumerBusy
 }
 
 // ftOptions maps the GOARMCI_* configuration to the fault-tolerance manager's options (CMListen

@@ -172,9 +172,7 @@ type Runtime struct {
 	stats        bool         // communication statistics are counted (stats.go)
 	syncWaitNS   atomic.Int64 // statistics: time in synchronization waits (barriers, fences, locks, notify)
 	yields       int          // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
-	spinning     atomic.Int32 // pollUntil waits in progress, when countWaits (consumerState)
-	parked       atomic.Int32 // multirail Waits in progress, when countWaits (consumerState)
-	countWaits   bool         // the waits count themselves (tcp readers that poll), decided at Init
+	progress     []func()     // the tcp devices' progress calls, made between a wait's yields (yieldUntil)
 	// a wait's sleeps between polls, from pollSleep doubling to pollSleepMax: pollSleepFirst and
 	// pollSleepLast, or Config.NetworkPoll for both on a given device (init.go)
 	pollSleep, pollSleepMax time.Duration

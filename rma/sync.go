@@ -173,7 +173,9 @@ func (r *Runtime) disseminationBarrier(ctx context.Context, id uint64) error {
 // sched_yield rather than runtime.Gosched on most polls: a Gosched hands the goroutine to the Go
 // scheduler, which wakes an idle thread (wakep) to look for work; on a node whose cores are all
 // busy that thread takes the core from the rank being waited for. The occasional Gosched keeps
-// ranks that are goroutines of one process (tests) and the tcp reader goroutines making progress.
+// ranks that are goroutines of one process (tests) and the tcp reader goroutines making progress;
+// before it, the tcp devices' progress calls wake the readers whose sockets have data, which the
+// Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy.
 func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 	return r.pollUntilProbe(ctx, cond, nil)
 }
@@ -184,10 +186,6 @@ func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 // rank it waits for can no longer reach it (a network partition: the probe fails with
 // ErrPartition after GOARMCI_PARTITION_TIMEOUT), and would wait forever.
 func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe func() error) error {
-	if r.countWaits {
-		r.spinning.Add(1)
-		defer r.spinning.Add(-1)
-	}
 	if r.stats {
 		t0 := time.Now()
 		defer func() { r.syncWaitNS.Add(int64(time.Since(t0))) }()
@@ -210,6 +208,9 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 			return ctx.Err()
 		}
 		if i%pollGoschedEvery == pollGoschedEvery-1 {
+			for _, pr := range r.progress {
+				pr() // readers parked while their frames arrived (tcp.Progress)
+			}
 			runtime.Gosched()
 		} else {
 			xunix.SchedYield()

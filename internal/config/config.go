@@ -160,8 +160,9 @@ type Config struct {
 	// instead of sent whole, on the previous operation's subchannel while it is idle, else on the
 	// least busy one [Vishnu07 §5.2.3, §4.1.2]. GOARMCI_STRIPE_THRESHOLD.
 	StripeThreshold int64
-	// TCPPoll is "auto", "off" or a duration: how long a tcp stream reader busy-polls before
-	// parking while its rank waits (waking a parked reader costs tens of µs). GOARMCI_TCP_POLL.
+	// TCPPoll is "auto", "off" or a duration: how long a rank waiting for a network completion
+	// polls (driving the tcp readers, tcp.Progress) before it parks (waking a parked rank costs
+	// tens of µs). GOARMCI_TCP_POLL.
 	TCPPoll string
 	// Stats prints per-rank communication statistics at finalize, in StatsFormat. GOARMCI_STATS
 	// (true: text, json: JSON).

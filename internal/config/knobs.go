@@ -253,7 +253,7 @@ var table = []Knob{
 		get: func(c *Config) string { return c.FailureTimeout.String() },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.FailureTimeout }, true)},
 	{Name: "GOARMCI_TCP_POLL", Type: "auto|off|duration", Default: "auto",
-		Doc: "how long a tcp stream reader polls its socket before parking, only while its rank waits (one reader per rank at a time); auto = 50µs when the machine has at most as many ranks as cores, else off",
+		Doc: "how long a rank waiting for a network completion polls before it parks, waking the tcp stream readers whose sockets hold frames (tcp.Progress); auto = 50µs when the machine has at most as many ranks as cores, else off",
 		get: func(c *Config) string { return c.TCPPoll },
 		set: func(c *Config, v string) error {
 			v = strings.ToLower(strings.TrimSpace(v))

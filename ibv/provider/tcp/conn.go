@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,7 +67,8 @@ type conn struct {
 	iov     []unix.Iovec
 	wn      int
 	werr    error
-	wblock  bool // the writer goroutine waits for writability on EAGAIN
+	wblock  bool        // the writer goroutine waits for writability on EAGAIN
+	wparked atomic.Bool // the writer goroutine waits for writability (progress.go wakes it)
 	writeFn func(fd uintptr) bool
 
 	settled chan struct{} // closed when the stream is up or has failed
@@ -73,6 +76,7 @@ type conn struct {
 	done    chan struct{}
 
 	// reader state: headers and placement of a frame being placed
+	rd   *pollReader // set once, under driver.mu, when the reader starts
 	phdr [wire.MaxHeaderLen]byte
 	pl   engine.Placement
 }
@@ -142,6 +146,10 @@ func (c *conn) write(hdr, payload []byte, ref bool) error {
 	c.wn, c.werr, c.wblock = 0, nil, false
 	engine.RaceRelease()
 	rerr := c.raw.Write(c.writeFn)
+	for errors.Is(rerr, os.ErrDeadlineExceeded) { // a late kickWriter's deadline (progress.go)
+		_ = c.nc.SetWriteDeadline(time.Time{})
+		rerr = c.raw.Write(c.writeFn)
+	}
 	n, werr := c.wn, c.werr
 	c.mu.Lock()
 	c.writing = false
@@ -351,6 +359,9 @@ func consume(bufs [][]byte, n int) [][]byte {
 // writev is the RawConn.Write callback of the goroutine owning the write side: one writev of
 // c.wbufs (at most iovMax pieces). With wblock it asks to wait for writability on EAGAIN.
 func (c *conn) writev(fd uintptr) bool {
+	if c.wparked.Load() {
+		c.wparked.Store(false)
+	}
 	iov := c.iov[:0]
 	total := 0
 	for _, b := range c.wbufs {
@@ -378,7 +389,11 @@ func (c *conn) writev(fd uintptr) bool {
 		clear(c.iov[:len(iov)])
 		if e != 0 {
 			c.wn, c.werr = 0, e
-			return !(e == unix.EAGAIN && c.wblock)
+			if e == unix.EAGAIN && c.wblock {
+				c.wparked.Store(true) // parks until writable
+				return false
+			}
+			return true
 		}
 		c.wn, c.werr = int(n), nil
 		if n > 0 {
@@ -387,6 +402,16 @@ func (c *conn) writev(fd uintptr) bool {
 		}
 		return true
 	}
+}
+
+// kickWriter wakes the writer goroutine if it waits for room in the socket (progress.go): its
+// write deadline is set in the past; writeAll clears it and writes.
+func (c *conn) kickWriter() bool {
+	if !c.wparked.CompareAndSwap(true, false) {
+		return false
+	}
+	_ = c.nc.SetWriteDeadline(kickTime)
+	return true
 }
 
 // fail closes the stream: queued frames are dropped (the engine retransmits) and later sends
@@ -570,6 +595,11 @@ func (c *conn) writeAll(bufs [][]byte) error {
 	for len(c.wbufs) > 0 {
 		c.wn, c.werr, c.wblock = 0, nil, true
 		if err := c.raw.Write(c.writeFn); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) { // woken by kickWriter: there is room
+				c.wparked.Store(false)
+				_ = c.nc.SetWriteDeadline(time.Time{})
+				continue
+			}
 			return err
 		}
 		if c.werr != nil {
@@ -599,8 +629,14 @@ func (c *conn) reader() {
 	var b engine.Batch
 	buf := make([]byte, readBufSize)
 	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
-	rd.consumer, rd.poller = c.d.cfg.Consumer, &c.d.poller
 	rd.act = &c.lastAct
+	rd.progress = c.d.progress
+	c.d.mu.Lock()
+	if _, ok := c.d.all[c]; ok {
+		c.rd = rd
+		c.d.publishLocked()
+	}
+	c.d.mu.Unlock()
 	r, w := 0, 0
 	skip := 0          // bytes of a dropped frame still to discard
 	streaming := false // the last frame was placed: read little until the next one's headers

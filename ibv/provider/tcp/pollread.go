@@ -5,46 +5,40 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/goarmci/goarmci/ibv/internal/engine"
-	"github.com/goarmci/goarmci/internal/xunix"
 	"golang.org/x/sys/unix"
 )
 
-// pollReader reads a TCP stream, polling the socket for a short while before parking in the
-// netpoller. Waking a parked goroutine's thread on another core costs more than a small RDMA
-// operation takes (a blocking TCP round trip between two Go processes is an order of magnitude
-// slower than a busy-polled one: bench/README.md, "Design measurements"). The poll budget adapts:
-// it is spent only while traffic is flowing (the previous read found data within the budget), and
-// it is bounded, so an idle connection costs nothing. With more ranks than cores polling steals
-// the core a computing rank needs (CG slows down markedly), so the budget is a device option
-// (tcp.Config.PollBudget) that the runtime sets per node.
-//
-// With a consumer (Config.Consumer) a reader polls only while the consumer waits, so it never
-// takes the core of a consumer that computes, and at most one reader of the device polls at a
-// time (the poll token): a rank's threads share its core, and readers spinning side by side
-// would delay each other's frames by a scheduler slice. Between polls the reader yields as the
-// consumer's state asks: the processor (sched_yield) to a consumer polling a condition on its
-// own thread, the Go scheduler (runtime.Gosched) to a consumer parked until a completion, which
-// then runs on the reader's thread as soon as the reader delivers it.
+// pollReader reads a TCP stream: non-blocking reads, and when the socket is empty the goroutine
+// parks in the Go netpoller, from which the device's progress call (progress.go) wakes it as
+// soon as a consumer that polls asks. Waking a parked goroutine's thread on another core costs
+// more than a small RDMA operation takes (a blocking TCP round trip between two Go processes is
+// an order of magnitude slower than a busy-polled one: bench/README.md, "Design measurements"):
+// a consumer that waits by polling its completion queue calls the progress call between its
+// polls (rma does), so a frame is read one poll after it arrives. Without such a consumer a
+// reader may poll its socket itself (Config.PollBudget): only while traffic is flowing (the
+// previous read found data within the budget), and bounded, so an idle connection costs
+// nothing.
 //
 // A reader that parks in the middle of a placed frame (ReadPlaced with a placement) sets the
 // socket's receive low-water mark to the bytes of the frame still missing (see lowat below).
 type pollReader struct {
 	rc     syscall.RawConn
 	nc     net.Conn
-	budget time.Duration // poll budget; 0: never poll
-	// consumer tells when and how to poll (Config.Consumer), or nil: while traffic flows
-	consumer func() ConsumerState
-	// poller is the device's poll token (with consumer): one reader polls at a time, the
-	// others park at once; held says this reader has it
-	poller *atomic.Bool
-	held   bool
-	last   time.Time // when the last read returned data
+	budget time.Duration // poll budget while traffic flows (Config.PollBudget); 0: never poll
+	last   time.Time     // when the last read returned data
+	// fd is the socket (-1: unknown); parked says the reader waits in the netpoller, where
+	// the device's progress call (progress.go) wakes it with kick; progress is that call,
+	// made between the reader's own polls (or nil)
+	fd       int
+	parked   atomic.Bool
+	progress func()
 
 	// state of the read in progress, used by fn (built once: no allocation per read)
 	b       []byte
@@ -111,10 +105,11 @@ func releaseAtLeast(release string, major, minor int) bool {
 }
 
 func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
-	p := &pollReader{nc: nc, budget: budget, lowat: 1}
+	p := &pollReader{nc: nc, budget: budget, lowat: 1, fd: -1}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.rc = rc
+			_ = rc.Control(func(fd uintptr) { p.fd = int(fd) })
 		}
 	}
 	p.fn = p.try
@@ -124,6 +119,9 @@ func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
 // try is the RawConn.Read callback: read, and while traffic is active poll for up to the
 // budget; false parks the goroutine until the socket is readable.
 func (p *pollReader) try(fd uintptr) bool {
+	if p.parked.Load() {
+		p.parked.Store(false)
+	}
 	var deadline time.Time
 	for spins := 0; ; spins++ {
 		if p.pl != nil && !p.pl.Begin() {
@@ -144,50 +142,40 @@ func (p *pollReader) try(fd uintptr) bool {
 		if p.rerr != unix.EAGAIN {
 			return true
 		}
-		st := ConsumerParked
-		if p.consumer != nil {
-			st = p.consumer()
-		}
-		if !p.active || st == ConsumerBusy || !p.hold() {
-			p.release()
-			p.setLowat(fd)
-			return false
+		if !p.active {
+			return p.park(fd)
 		}
 		if spins&15 == 0 {
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(p.budget)
 			} else if now.After(deadline) {
-				p.release()
-				p.setLowat(fd)
-				return false
+				return p.park(fd)
 			}
 		}
-		if st == ConsumerSpinning && spins&15 != 15 {
-			xunix.SchedYield()
-		} else {
-			runtime.Gosched()
+		if spins&7 == 7 && p.progress != nil {
+			p.progress() // frames on the device's other streams
 		}
+		runtime.Gosched()
 	}
 }
 
-// hold takes the device's poll token for this reader, or reports that another reader polls:
-// one polling reader keeps a waiting consumer's core busy enough, and several would take turns
-// on it, each delaying the others' frames.
-func (p *pollReader) hold() bool {
-	if p.held || p.poller == nil {
-		return true
-	}
-	p.held = p.poller.CompareAndSwap(false, true)
-	return p.held
+// park prepares the reader to wait in the netpoller (try returns its false): the low-water mark
+// is set, and the reader becomes one the progress call may wake.
+func (p *pollReader) park(fd uintptr) bool {
+	p.setLowat(fd)
+	p.parked.Store(true)
+	return false
 }
 
-// release gives the poll token back.
-func (p *pollReader) release() {
-	if p.held {
-		p.held = false
-		p.poller.Store(false)
+// kick wakes the reader if it is parked (progress.go): its read deadline is set in the past,
+// which readies its goroutine; ReadPlaced clears the deadline and reads again.
+func (p *pollReader) kick() bool {
+	if !p.parked.CompareAndSwap(true, false) {
+		return false
 	}
+	_ = p.nc.SetReadDeadline(kickTime)
+	return true
 }
 
 // readv reads into b, then b2, with one system call.
@@ -227,8 +215,15 @@ func (p *pollReader) ReadPlaced(b, b2 []byte, pl *engine.Placement) (n int, revo
 	defer func() { p.b, p.b2, p.pl = nil, nil, nil }()
 	p.b, p.b2, p.pl, p.revoked, p.n, p.rerr = b, b2, pl, false, 0, nil
 	p.active = p.budget > 0 && !p.last.IsZero() && time.Since(p.last) < 4*p.budget
-	err = p.rc.Read(p.fn)
-	p.release()
+	for {
+		err = p.rc.Read(p.fn)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		// woken by kick: the socket has data
+		p.parked.Store(false)
+		_ = p.nc.SetReadDeadline(time.Time{})
+	}
 	n, rerr := p.n, p.rerr
 	if err != nil {
 		return 0, false, err

@@ -41,32 +41,15 @@ type PortConfig struct {
 	MTU int
 }
 
-// ConsumerState is what the device's consumer is doing, as the stream readers' poll policy sees
-// it (Config.Consumer). A reader that polls while the consumer's thread shares its core must let
-// that thread run: a consumer waiting for a condition it polls itself needs the processor
-// (sched_yield between polls), a consumer parked until a completion needs only the Go
-// scheduler (runtime.Gosched hands it its goroutine on the reader's thread, no wake-up).
-type ConsumerState uint8
-
-const (
-	ConsumerBusy     ConsumerState = iota // computing: the readers park at once
-	ConsumerSpinning                      // polls a condition on its own thread: poll, yielding the processor in between
-	ConsumerParked                        // parked until a completion: poll, yielding to goroutines in between
-)
-
 // Config configures a device.
 type Config struct {
 	Name  string
 	Ports []PortConfig
 	// PollBudget is how long a stream reader polls its socket before parking while traffic
-	// flows (0: never; see pollread.go). It trades a core for wake-up latency (~3x lower 8 B
-	// latency when a core is free).
+	// flows (0: never; see pollread.go): for consumers that park while they wait. A consumer
+	// that polls its completion queue and calls the device's progress call (Progress) between
+	// polls needs none, and a reader polling beside a computing consumer takes its core.
 	PollBudget time.Duration
-	// Consumer, when set, tells the readers what the device's consumer is doing (one call
-	// per poll: it must be cheap, an atomic load): while traffic flows they poll only while it
-	// waits, within PollBudget per read, one reader of the device at a time, and yield between
-	// polls as its state asks. Nil: poll while traffic flows.
-	Consumer func() ConsumerState
 	// DialTimeout bounds connection set-up, including the hello exchange (default 3 s).
 	DialTimeout time.Duration
 	// Engine tuning (zero values: engine defaults).
@@ -167,11 +150,11 @@ type driver struct {
 	all    map[*conn]struct{}
 	closed bool
 
-	lm     *linkMonitor
-	poller atomic.Bool // held by the one stream reader that polls (pollReader.try)
-	stop   context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	lm      *linkMonitor
+	streams streamSet // the streams whose readers run, for the progress call (progress.go)
+	stop    context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Open opens a tcp device (the provider's ibv_open_device): it listens on every port and
@@ -381,6 +364,9 @@ func (d *driver) forget(c *conn) {
 		delete(d.conns, c.key)
 	}
 	delete(d.all, c)
+	if c.rd != nil {
+		d.publishLocked()
+	}
 	d.mu.Unlock()
 }
 

@@ -1,0 +1,115 @@
+package tcp
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/internal/engine"
+	"golang.org/x/sys/unix"
+)
+
+// Progress of parked readers. A stream reader that finds no data parks in the Go netpoller, and
+// the Go scheduler asks the netpoller for ready goroutines only when it has nothing else to run
+// (or from its monitor thread, every few milliseconds). A consumer that waits by polling a
+// condition and yielding (runtime.Gosched) is always runnable, so where it has a processor to
+// itself (GOMAXPROCS 1) a frame it waits for stays in the socket until the consumer gives up
+// polling: a two-rank barrier over tcp took a millisecond, the first retry timeout of its
+// datagrams, instead of a round trip. The same holds for a reader that polls its own stream
+// (Config.PollBudget) while a frame arrives on another stream of the device.
+//
+// The progress call (Progress) closes that gap without a system call per stream: one poll(2)
+// over the sockets of the parked readers, and every reader whose socket has data (or an error)
+// is woken at once by setting its read deadline in the past, which makes its goroutine runnable
+// on the caller's processor without the netpoller; the reader clears the deadline and reads. A
+// stream's writer goroutine that waits for room in a full socket is woken the same way (its
+// write deadline) when the socket has room again: a large transfer is written by the writer.
+// Polling consumers call it between their yields (rma's waits), polling readers between their
+// polls.
+
+// streamSet is the device's streams whose readers run, as the progress call scans them.
+type streamSet struct {
+	all atomic.Pointer[[]*conn] // published under driver.mu on every change
+
+	scan sync.Mutex // one scan at a time (TryLock: a concurrent caller skips its scan)
+	fds  []unix.PollFd
+	cs   []*conn
+
+	kicks atomic.Uint64 // readers and writers woken (tests)
+}
+
+// kickTime is a read deadline in the past: setting it wakes a parked reader.
+var kickTime = time.Unix(1, 0)
+
+// publishLocked republishes the streams whose readers run (driver.mu held).
+func (d *driver) publishLocked() {
+	cs := make([]*conn, 0, len(d.all))
+	for c := range d.all {
+		if c.rd != nil && c.rd.fd >= 0 {
+			cs = append(cs, c)
+		}
+	}
+	d.streams.all.Store(&cs)
+}
+
+// progress wakes every parked reader of the device whose socket is readable (see above). It
+// never blocks: a call while another one scans returns at once.
+func (d *driver) progress() {
+	all := d.streams.all.Load()
+	if all == nil || len(*all) == 0 {
+		return
+	}
+	s := &d.streams
+	if !s.scan.TryLock() {
+		return
+	}
+	defer s.scan.Unlock()
+	fds, cs := s.fds[:0], s.cs[:0]
+	defer clear(cs) // keep no closed stream
+	for _, c := range *all {
+		var ev int16
+		if c.rd.parked.Load() {
+			ev |= unix.POLLIN
+		}
+		if c.wparked.Load() {
+			ev |= unix.POLLOUT
+		}
+		if ev != 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(c.rd.fd), Events: ev})
+			cs = append(cs, c)
+		}
+	}
+	s.fds, s.cs = fds, cs
+	if len(fds) == 0 {
+		return
+	}
+	if n, err := unix.Poll(fds, 0); err != nil || n <= 0 {
+		return
+	}
+	for i := range fds {
+		re := fds[i].Revents
+		if re == 0 {
+			continue
+		}
+		if re&^unix.POLLOUT != 0 && cs[i].rd.kick() { // data, or an error the reader reports
+			s.kicks.Add(1)
+		}
+		if re&^unix.POLLIN != 0 && cs[i].kickWriter() {
+			s.kicks.Add(1)
+		}
+	}
+}
+
+// Progress returns the progress call of tcp device dev: it wakes the device's stream readers
+// that are parked while their sockets hold data, so that a consumer polling a condition on a
+// processor of its own sees the frames it waits for (see above). It never blocks and may be
+// called from any goroutine, typically between the yields of a polling wait. Errors wrap
+// ibv.ErrInvalidArgument (not a tcp device).
+func Progress(dev *ibv.Context) (func(), error) {
+	d, err := engine.DriverOf[*driver]("tcp", dev)
+	if err != nil {
+		return nil, err
+	}
+	return d.progress, nil
+}

@@ -1,0 +1,142 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/internal/engine"
+)
+
+// A consumer that waits by polling its completion queue and calling the device's progress
+// call gets every completion with the right data, both ways at once, on one processor
+// (GOMAXPROCS 1: the Go scheduler consults the netpoller only when nothing else can run, and
+// both consumers always can): the progress call woke the parked readers. Also under a stream
+// reader that polls itself (Config.PollBudget), which calls the progress call between polls.
+func TestProgress(t *testing.T) {
+	for _, budget := range []time.Duration{0, 200 * time.Microsecond} {
+		t.Run(fmt.Sprintf("poll=%v", budget), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			cfg := Config{PollBudget: budget, TimeoutFloor: 200 * time.Millisecond}
+			da, db := open(t, 1, cfg), open(t, 1, cfg)
+			var progress [2]func()
+			for i, dev := range []*ibv.Context{da, db} {
+				var err error
+				progress[i], err = Progress(dev)
+				require.NoError(t, err)
+			}
+			x, y := connect(t, da, db, 1<<20, false, 7)
+			bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1), progress[i]) })
+			var kicks uint64
+			for _, dev := range []*ibv.Context{da, db} {
+				d, err := engine.DriverOf[*driver]("tcp", dev)
+				require.NoError(t, err)
+				kicks += d.streams.kicks.Load()
+			}
+			require.NotZero(t, kicks, "no reader was woken by the progress call")
+		})
+	}
+}
+
+// A kick that comes late, after its reader or writer woke by itself, leaves a deadline in the
+// past on the socket: the stream goes on, the next read and write clear it.
+func TestProgressStaleDeadline(t *testing.T) {
+	cfg := Config{TimeoutFloor: 200 * time.Millisecond}
+	da, db := open(t, 1, cfg), open(t, 1, cfg)
+	x, y := connect(t, da, db, 1<<20, false, 7)
+	bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1), nil) })
+	var streams []*conn
+	for _, dev := range []*ibv.Context{da, db} {
+		d, err := engine.DriverOf[*driver]("tcp", dev)
+		require.NoError(t, err)
+		d.mu.Lock()
+		for c := range d.all {
+			require.NoError(t, c.nc.SetReadDeadline(kickTime))
+			require.NoError(t, c.nc.SetWriteDeadline(kickTime))
+			streams = append(streams, c)
+		}
+		d.mu.Unlock()
+	}
+	require.NotEmpty(t, streams)
+	x, y = connect(t, da, db, 1<<20, false, 7) // new queue pairs and memory, the same streams
+	bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1), nil) })
+	for _, c := range streams {
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		require.NoError(t, err, "a stream broke")
+	}
+}
+
+// Progress refuses a device of another provider.
+func TestProgressNotTCP(t *testing.T) {
+	_, err := Progress(&ibv.Context{})
+	require.ErrorIs(t, err, ibv.ErrInvalidArgument)
+}
+
+// consumerTraffic writes and reads back small and large patterns in its half of peer's MR and
+// adds to a counter word there, checking every value; it waits with postWait (progress nil) or
+// by polling and calling progress.
+func consumerTraffic(s, peer *side, seed byte, progress func()) error {
+	postWait := func(s *side, wr ibv.SendWR) (ibv.WC, error) { return postPoll(s, wr, progress) }
+	half := uint64(len(peer.mr.Buf()) / 2)
+	base := peer.mr.Addr + uint64(seed-1)*half
+	for i, size := range []int{8, 64, 4096, 64 << 10, 300 << 10} {
+		src := pattern(size, seed+byte(i))
+		if wc, err := postWait(s, ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: src, RemoteAddr: base, RKey: peer.mr.RKey}); err != nil || wc.Status != ibv.WCSuccess {
+			return fmt.Errorf("write %d: %v %v", size, wc.Status, err)
+		}
+		got := make([]byte, size)
+		if wc, err := postWait(s, ibv.SendWR{Opcode: ibv.OpRDMARead, LocalBuf: got, RemoteAddr: base, RKey: peer.mr.RKey}); err != nil || wc.Status != ibv.WCSuccess {
+			return fmt.Errorf("read %d: %v %v", size, wc.Status, err)
+		}
+		if !bytes.Equal(src, got) {
+			return fmt.Errorf("read %d: other bytes than written", size)
+		}
+	}
+	ctr := base + half - 8
+	res := make([]byte, 8)
+	for i := range 200 {
+		if wc, err := postWait(s, ibv.SendWR{Opcode: ibv.OpAtomicFetchAdd, LocalBuf: res, RemoteAddr: ctr, RKey: peer.mr.RKey, CompareAdd: 1}); err != nil || wc.Status != ibv.WCSuccess {
+			return fmt.Errorf("fetch-add %d: %v %v", i, wc.Status, err)
+		}
+		if v := binary.LittleEndian.Uint64(res); v != uint64(i) {
+			return fmt.Errorf("fetch-add %d returned %d", i, v)
+		}
+	}
+	return nil
+}
+
+// postPoll posts wr signaled and waits for its completion (at most 30 s): parked in the
+// completion queue's Wait (progress nil), or polling it, calling progress and yielding between
+// polls.
+func postPoll(s *side, wr ibv.SendWR, progress func()) (ibv.WC, error) {
+	wr.Flags |= ibv.SendSignaled
+	if err := s.qp.PostSend(&wr); err != nil {
+		return ibv.WC{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wc [1]ibv.WC
+	for i := 0; s.cq.Poll(wc[:]) == 0; i++ {
+		if progress == nil {
+			if err := s.cq.Wait(ctx); err != nil {
+				return ibv.WC{}, err
+			}
+			continue
+		}
+		if i%1024 == 1023 && ctx.Err() != nil {
+			return ibv.WC{}, ctx.Err()
+		}
+		progress()
+		runtime.Gosched()
+	}
+	return wc[0], nil
+}
