@@ -431,16 +431,17 @@ func (c *conn) fail(err error) {
 		close(c.settled)
 	}
 	close(c.done)
+	remote := c.remote // accept sets it under mu
 	c.mu.Unlock()
 	if nc != nil {
 		_ = nc.Close()
 	}
 	c.d.forget(c)
-	if c.d.stop.Err() == nil && c.remote != "" {
-		c.d.Engine().PathFault(c.port.num, c.remote)
+	if c.d.stop.Err() == nil && remote != "" {
+		c.d.Engine().PathFault(c.port.num, remote)
 	}
 	if c.d.stop.Err() == nil {
-		c.d.log.Debug().Err(err).Str("local", c.port.addr).Str("remote", c.remote).Msg("tcp: stream closed")
+		c.d.log.Debug().Err(err).Str("local", c.port.addr).Str("remote", remote).Msg("tcp: stream closed")
 	}
 }
 
