@@ -83,9 +83,6 @@ func (r *Runtime) openNet() error {
 	if err != nil {
 		return err
 	}
-	if pr, err := tcp.Progress(dev); err == nil {
-		r.progress = append(r.progress, pr)
-	}
 	if !r.cfg.env.cfg.FT { // GOARMCI_FT=false: plain RC connections, no manager
 		return r.addNetwork(TransportTCP, dev, nil)
 	}
@@ -186,8 +183,10 @@ func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(
 	}
 	n := multirail.NewNetwork(ep)
 	if pr, err := tcp.Progress(ep.Dev); err == nil {
-		// a wait for a network completion polls its completion queue for up to GOARMCI_TCP_POLL,
-		// waking the stream readers whose sockets hold frames, before it parks
+		// flag waits make the call between their yields (yieldUntil); a wait for a network
+		// completion polls its completion queue for up to GOARMCI_TCP_POLL, making it, before it
+		// parks
+		r.progress = append(r.progress, pr)
 		n.SetProgress(pr, r.tcpPoll())
 	}
 	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: n, alloc: alloc})

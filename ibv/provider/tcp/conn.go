@@ -2,11 +2,9 @@ package tcp
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,8 +65,8 @@ type conn struct {
 	iov     []unix.Iovec
 	wn      int
 	werr    error
-	wblock  bool        // the writer goroutine waits for writability on EAGAIN
-	wparked atomic.Bool // the writer goroutine waits for writability (progress.go wakes it)
+	wblock  bool     // the writer goroutine waits for writability on EAGAIN
+	wwait   parkedIO // the writer goroutine as the progress call wakes it (progress.go)
 	writeFn func(fd uintptr) bool
 
 	settled chan struct{} // closed when the stream is up or has failed
@@ -146,8 +144,7 @@ func (c *conn) write(hdr, payload []byte, ref bool) error {
 	c.wn, c.werr, c.wblock = 0, nil, false
 	engine.RaceRelease()
 	rerr := c.raw.Write(c.writeFn)
-	for errors.Is(rerr, os.ErrDeadlineExceeded) { // a late kickWriter's deadline (progress.go)
-		_ = c.nc.SetWriteDeadline(time.Time{})
+	for c.wwait.retried(rerr) { // a late wake of the writer goroutine (progress.go)
 		rerr = c.raw.Write(c.writeFn)
 	}
 	n, werr := c.wn, c.werr
@@ -359,9 +356,7 @@ func consume(bufs [][]byte, n int) [][]byte {
 // writev is the RawConn.Write callback of the goroutine owning the write side: one writev of
 // c.wbufs (at most iovMax pieces). With wblock it asks to wait for writability on EAGAIN.
 func (c *conn) writev(fd uintptr) bool {
-	if c.wparked.Load() {
-		c.wparked.Store(false)
-	}
+	c.wwait.unpark()
 	iov := c.iov[:0]
 	total := 0
 	for _, b := range c.wbufs {
@@ -390,7 +385,7 @@ func (c *conn) writev(fd uintptr) bool {
 		if e != 0 {
 			c.wn, c.werr = 0, e
 			if e == unix.EAGAIN && c.wblock {
-				c.wparked.Store(true) // parks until writable
+				c.wwait.park() // until writable
 				return false
 			}
 			return true
@@ -402,16 +397,6 @@ func (c *conn) writev(fd uintptr) bool {
 		}
 		return true
 	}
-}
-
-// kickWriter wakes the writer goroutine if it waits for room in the socket (progress.go): its
-// write deadline is set in the past; writeAll clears it and writes.
-func (c *conn) kickWriter() bool {
-	if !c.wparked.CompareAndSwap(true, false) {
-		return false
-	}
-	_ = c.nc.SetWriteDeadline(kickTime)
-	return true
 }
 
 // fail closes the stream: queued frames are dropped (the engine retransmits) and later sends
@@ -455,6 +440,7 @@ func (c *conn) up() {
 	c.ready = true
 	c.settledC = true
 	close(c.settled)
+	c.wwait.setDeadline = c.nc.SetWriteDeadline
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // Go's default; stated because batching is ours to do
 	}
@@ -596,9 +582,7 @@ func (c *conn) writeAll(bufs [][]byte) error {
 	for len(c.wbufs) > 0 {
 		c.wn, c.werr, c.wblock = 0, nil, true
 		if err := c.raw.Write(c.writeFn); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) { // woken by kickWriter: there is room
-				c.wparked.Store(false)
-				_ = c.nc.SetWriteDeadline(time.Time{})
+			if c.wwait.retried(err) { // woken by the progress call: there is room
 				continue
 			}
 			return err

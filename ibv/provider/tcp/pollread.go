@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -33,11 +32,11 @@ type pollReader struct {
 	nc     net.Conn
 	budget time.Duration // poll budget while traffic flows (Config.PollBudget); 0: never poll
 	last   time.Time     // when the last read returned data
-	// fd is the socket (-1: unknown); parked says the reader waits in the netpoller, where
-	// the device's progress call (progress.go) wakes it with kick; progress is that call,
-	// made between the reader's own polls (or nil)
+	// fd is the socket (-1: unknown); wait is the reader as the device's progress call
+	// (progress.go) wakes it from the netpoller; progress is that call, made between the
+	// reader's own polls (or nil)
 	fd       int
-	parked   atomic.Bool
+	wait     parkedIO
 	progress func()
 
 	// state of the read in progress, used by fn (built once: no allocation per read)
@@ -106,6 +105,7 @@ func releaseAtLeast(release string, major, minor int) bool {
 
 func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
 	p := &pollReader{nc: nc, budget: budget, lowat: 1, fd: -1}
+	p.wait.setDeadline = nc.SetReadDeadline
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.rc = rc
@@ -119,9 +119,7 @@ func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
 // try is the RawConn.Read callback: read, and while traffic is active poll for up to the
 // budget; false parks the goroutine until the socket is readable.
 func (p *pollReader) try(fd uintptr) bool {
-	if p.parked.Load() {
-		p.parked.Store(false)
-	}
+	p.wait.unpark()
 	var deadline time.Time
 	for spins := 0; ; spins++ {
 		if p.pl != nil && !p.pl.Begin() {
@@ -164,18 +162,8 @@ func (p *pollReader) try(fd uintptr) bool {
 // is set, and the reader becomes one the progress call may wake.
 func (p *pollReader) park(fd uintptr) bool {
 	p.setLowat(fd)
-	p.parked.Store(true)
+	p.wait.park()
 	return false
-}
-
-// kick wakes the reader if it is parked (progress.go): its read deadline is set in the past,
-// which readies its goroutine; ReadPlaced clears the deadline and reads again.
-func (p *pollReader) kick() bool {
-	if !p.parked.CompareAndSwap(true, false) {
-		return false
-	}
-	_ = p.nc.SetReadDeadline(kickTime)
-	return true
 }
 
 // readv reads into b, then b2, with one system call.
@@ -215,14 +203,9 @@ func (p *pollReader) ReadPlaced(b, b2 []byte, pl *engine.Placement) (n int, revo
 	defer func() { p.b, p.b2, p.pl = nil, nil, nil }()
 	p.b, p.b2, p.pl, p.revoked, p.n, p.rerr = b, b2, pl, false, 0, nil
 	p.active = p.budget > 0 && !p.last.IsZero() && time.Since(p.last) < 4*p.budget
-	for {
+	err = p.rc.Read(p.fn)
+	for p.wait.retried(err) { // woken by the progress call: the socket has data
 		err = p.rc.Read(p.fn)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		}
-		// woken by kick: the socket has data
-		p.parked.Store(false)
-		_ = p.nc.SetReadDeadline(time.Time{})
 	}
 	n, rerr := p.n, p.rerr
 	if err != nil {

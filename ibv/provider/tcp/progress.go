@@ -1,6 +1,8 @@
 package tcp
 
 import (
+	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +41,46 @@ type streamSet struct {
 	kicks atomic.Uint64 // readers and writers woken (tests)
 }
 
-// kickTime is a read deadline in the past: setting it wakes a parked reader.
+// kickTime is a deadline in the past: setting it wakes a goroutine parked on the socket.
 var kickTime = time.Unix(1, 0)
+
+// parkedIO is one direction of a stream (its reader, or its writer goroutine) as the progress
+// call sees it: parked while the goroutine waits in the netpoller, woken by wake, which sets
+// that direction's deadline in the past. A wake that comes after the goroutine woke by itself
+// leaves the deadline set: the next read or write fails with it, and retried clears it.
+type parkedIO struct {
+	parked      atomic.Bool
+	setDeadline func(time.Time) error // the socket's SetReadDeadline or SetWriteDeadline
+}
+
+// park marks the goroutine about to wait in the netpoller.
+func (w *parkedIO) park() { w.parked.Store(true) }
+
+// unpark marks it running again (it woke by itself; no store when it was not parked).
+func (w *parkedIO) unpark() {
+	if w.parked.Load() {
+		w.parked.Store(false)
+	}
+}
+
+// wake wakes the goroutine if it is parked, and reports whether it was.
+func (w *parkedIO) wake() bool {
+	if !w.parked.CompareAndSwap(true, false) {
+		return false
+	}
+	_ = w.setDeadline(kickTime)
+	return true
+}
+
+// retried reports whether err is a wake's deadline, which it clears: the caller reads or writes
+// again.
+func (w *parkedIO) retried(err error) bool {
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	_ = w.setDeadline(time.Time{})
+	return true
+}
 
 // publishLocked republishes the streams whose readers run (driver.mu held).
 func (d *driver) publishLocked() {
@@ -69,10 +109,10 @@ func (d *driver) progress() {
 	defer clear(cs) // keep no closed stream
 	for _, c := range *all {
 		var ev int16
-		if c.rd.parked.Load() {
+		if c.rd.wait.parked.Load() {
 			ev |= unix.POLLIN
 		}
-		if c.wparked.Load() {
+		if c.wwait.parked.Load() {
 			ev |= unix.POLLOUT
 		}
 		if ev != 0 {
@@ -92,10 +132,10 @@ func (d *driver) progress() {
 		if re == 0 {
 			continue
 		}
-		if re&^unix.POLLOUT != 0 && cs[i].rd.kick() { // data, or an error the reader reports
+		if re&^unix.POLLOUT != 0 && cs[i].rd.wait.wake() { // data, or an error the reader reports
 			s.kicks.Add(1)
 		}
-		if re&^unix.POLLIN != 0 && cs[i].kickWriter() {
+		if re&^unix.POLLIN != 0 && cs[i].wwait.wake() {
 			s.kicks.Add(1)
 		}
 	}
