@@ -248,17 +248,12 @@ func (w *Window) applyOne(ctx context.Context, o *op) error {
 	if o.kind != kAcc {
 		n = len(o.dst)
 	}
-	m, err := w.dataPart(o.target), error(nil)
-	if m == nil {
-		if m, err = w.mapAgain(ctx, w.data, o.target); err != nil {
-			return err
-		}
+	m, err := w.dataAt(ctx, o.target, o.off, n)
+	if err != nil {
+		return err
 	}
 	if m != nil {
-		if o.off < 0 || o.off > len(m)-n {
-			return fmt.Errorf("%w: [%d,+%d) of rank %d's %d bytes", ErrRMARange, o.off, n, o.target, len(m))
-		}
-		applyWord(o, m[o.off:o.off+n], w.word[:n])
+		applyWord(o, m, w.word[:n])
 		return nil
 	}
 	if o.kind == kCAS {
@@ -343,7 +338,7 @@ func (w *Window) complete(ctx context.Context, t int) error {
 // completeQueued is complete with operations queued, in flight or carrying data.
 func (w *Window) completeQueued(ctx context.Context, t int) error {
 	err := w.issue(ctx, t)
-	if len(w.pend) == 0 && w.nTouched == 0 {
+	if w.nTouched == 0 {
 		return err // nothing in flight, nothing carried data: the common case of ops run at issue
 	}
 	keep := w.pend[:0]

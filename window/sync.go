@@ -177,11 +177,16 @@ func (w *Window) swap(ctx context.Context, t, off int, v uint64) error {
 }
 
 func (w *Window) cas(ctx context.Context, t, off int, cmp, v int64) (int64, error) {
-	if ws := w.words(t); ws != nil && atomic.CompareAndSwapUint64(&ws[off/8], uint64(cmp), uint64(v)) {
-		return cmp, nil
+	if ws := w.words(t); ws != nil {
+		for { // the old value: the one that made it fail, or cmp
+			if old := atomic.LoadUint64(&ws[off/8]); old != uint64(cmp) {
+				return int64(old), nil
+			}
+			if atomic.CompareAndSwapUint64(&ws[off/8], uint64(cmp), uint64(v)) {
+				return cmp, nil
+			}
+		}
 	}
-	// failed (rmw's compare-and-swap, tried again, returns the value that made it fail), or not
-	// mapped
 	return w.syncRMW(ctx, t, off, accum.OpCmpSwap64, v, cmp)
 }
 
