@@ -44,7 +44,6 @@ type adaptive struct {
 	last   []adLast
 	queued []transport.Decision // from Admit (evictions to make room), carried out at the next evaluation
 	rels   []adRelease          // peers that asked to close their connection to this rank
-	od     *hybridft.OnDemand   // the connection manager's on-demand setup: dial, admission, disconnect
 
 	wake   chan struct{} // a release is queued
 	cancel context.CancelFunc
@@ -86,7 +85,6 @@ func newAdaptive(r *Runtime) (*adaptive, error) {
 // hook installs the admission and release callbacks on the connection manager's on-demand
 // setup, right after it is created (before any peer can dial).
 func (a *adaptive) hook(od *hybridft.OnDemand) {
-	a.od = od
 	od.SetAdmit(a.admit)
 	od.SetRelease(a.release)
 }
@@ -168,9 +166,7 @@ func (a *adaptive) evaluate(ctx context.Context) {
 // received is how many requests the peer's RC connection has executed here (any change means
 // the peer uses it), 0 without one.
 func (a *adaptive) received(pe *peer) uint64 {
-	a.r.odMu.Lock()
-	rc := pe.rc
-	a.r.odMu.Unlock()
+	rc := a.r.rcOf(pe)
 	if rc == nil {
 		return 0
 	}
@@ -231,12 +227,8 @@ func (a *adaptive) step(ctx context.Context, pe *peer, e transport.Event) {
 				a.r.drainPeer(pe)
 			case transport.ActSwitch:
 				ch := pe.dc
-				if act.To == transport.PathRC {
-					a.r.odMu.Lock()
-					if pe.rc != nil {
-						ch = pe.rc
-					}
-					a.r.odMu.Unlock()
+				if rc := a.r.rcOf(pe); act.To == transport.PathRC && rc != nil {
+					ch = rc
 				}
 				pe.ch.Store(ch)
 			case transport.ActResume:
@@ -248,10 +240,7 @@ func (a *adaptive) step(ctx context.Context, pe *peer, e transport.Event) {
 
 // connect makes sure pe has an RC connection: a pooled one, or one dialled now.
 func (a *adaptive) connect(ctx context.Context, pe *peer) error {
-	a.r.odMu.Lock()
-	rc := pe.rc
-	a.r.odMu.Unlock()
-	if rc != nil {
+	if a.r.rcOf(pe) != nil {
 		return nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -259,10 +248,7 @@ func (a *adaptive) connect(ctx context.Context, pe *peer) error {
 	if _, err := a.r.nets[pe.net].od.Dial(dctx, uint32(pe.rank), pe.odAddr); err != nil {
 		return fmt.Errorf("%w: connecting to rank %d: %w", ErrTransport, pe.rank, err)
 	}
-	a.r.odMu.Lock()
-	rc = pe.rc
-	a.r.odMu.Unlock()
-	if rc == nil {
+	if a.r.rcOf(pe) == nil {
 		return fmt.Errorf("%w: rank %d: connection not installed", ErrTransport, pe.rank)
 	}
 	return nil
@@ -286,10 +272,8 @@ func (a *adaptive) install(pe *peer, conns []*hybridft.Conn, reject func(string)
 // disconnect closes pe's RC connection by agreement of both ends (this rank already moved its
 // operations to the shared path).
 func (a *adaptive) disconnect(ctx context.Context, pe *peer) {
-	a.r.odMu.Lock()
-	rc := pe.rc
-	a.r.odMu.Unlock()
-	if rc == nil || a.od == nil {
+	rc, od := a.r.rcOf(pe), a.r.nets[pe.net].od
+	if rc == nil || od == nil {
 		return
 	}
 	if pe.ch.Load() == rc { // never: the selector demotes before it closes
@@ -305,7 +289,7 @@ func (a *adaptive) disconnect(ctx context.Context, pe *peer) {
 	}
 	a.r.odMu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	err := a.od.Disconnect(dctx, uint32(pe.rank))
+	err := od.Disconnect(dctx, uint32(pe.rank))
 	cancel()
 	if err != nil {
 		a.r.log.Debug().Err(err).Int("peer", pe.rank).Msg("rma: adaptive transport: disconnect")

@@ -160,15 +160,12 @@ func (r *Runtime) Memory() MemoryStats {
 		pm := PeerMemory{Rank: pe.rank, Kind: MemRC}
 		if pe.dc != nil {
 			dm := PeerMemory{Rank: pe.rank, Kind: MemDC}
-			dm.QPs, dm.Bytes = dcPeerMemory(pe.dc)
+			dm.QPs, dm.Bytes = chanMemory(pe.dc)
 			ms.Peers = append(ms.Peers, dm)
 			add(dm.Kind, 1, dm.Bytes)
 		}
 		if rc := r.rcOrNet(pe); rc != nil {
-			for _, c := range rc.Subchannels() {
-				pm.QPs++
-				pm.Bytes += c.MemoryFootprint()
-			}
+			pm.QPs, pm.Bytes = chanMemory(rc)
 		} else if pe.qp != nil {
 			pm.Kind, pm.QPs, pm.Bytes = MemNodeQP, 1, pe.qp.MemoryFootprint()
 			if pe.conn != nil {

@@ -157,9 +157,10 @@ func (r *Runtime) drainPeer(pe *peer) {
 	})
 }
 
-// dcPeerMemory is the memory of the shared path's view of a peer: its DC views (records, address
-// handles, the DC queue pairs' peer records).
-func dcPeerMemory(ch *multirail.Channel) (qps int, bytes int64) {
+// chanMemory is the memory of a channel's subchannels: of an RC channel its queue pairs, of the
+// shared path's view of a peer its DC views (records, address handles, the DC queue pairs' peer
+// records).
+func chanMemory(ch *multirail.Channel) (qps int, bytes int64) {
 	for _, c := range ch.Subchannels() {
 		qps++
 		bytes += c.MemoryFootprint()
@@ -168,7 +169,7 @@ func dcPeerMemory(ch *multirail.Channel) (qps int, bytes int64) {
 }
 
 // dcQPMemory is the memory of network n's DC queue pairs without their peer records (counted per
-// peer: dcPeerMemory).
+// peer: chanMemory).
 func dcQPMemory(n *network) (qps int, bytes int64) {
 	for _, qp := range n.dcqps {
 		qps++
@@ -219,6 +220,11 @@ func (r *Runtime) rcOrNet(pe *peer) *multirail.Channel {
 	if pe.dc == nil {
 		return r.channel(pe.rank)
 	}
+	return r.rcOf(pe)
+}
+
+// rcOf is pe's RC connection under the adaptive transport (in use or pooled), or nil.
+func (r *Runtime) rcOf(pe *peer) *multirail.Channel {
 	r.odMu.Lock()
 	defer r.odMu.Unlock()
 	return pe.rc

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/multirail"
 )
 
 // routeKind is how this rank reaches one peer, chosen once when the peer is connected (UCX's
@@ -166,12 +167,19 @@ type netRoute struct {
 	pe *peer
 }
 
-func (n netRoute) contig(ctx context.Context, x xfer, local []byte, seg *Segment, off int, block bool) (*Handle, error) {
-	raddr, rkey := seg.remoteAddr(n.pe, off)
+// begin starts an operation of bytes to the peer (Runtime.begin), counted for the adaptive
+// transport's evaluation when it runs.
+func (n netRoute) begin(block bool, bytes int) (*multirail.Network, *multirail.Request) {
 	nw, req := n.r.begin(n.pe, block)
 	if n.r.ad != nil {
-		n.pe.countNet(int64(len(local)))
+		n.pe.countNet(int64(bytes))
 	}
+	return nw, req
+}
+
+func (n netRoute) contig(ctx context.Context, x xfer, local []byte, seg *Segment, off int, block bool) (*Handle, error) {
+	raddr, rkey := seg.remoteAddr(n.pe, off)
+	nw, req := n.begin(block, len(local))
 	ierr := x.post(ctx, n.pe.ch.Load(), req, local, raddr, rkey)
 	return n.r.finish(ctx, nw, req, ierr, block)
 }
@@ -181,10 +189,7 @@ func (n netRoute) xfer(ctx context.Context, x xfer, sh *shape, seg *Segment, blo
 		return nil, nil
 	}
 	raddr, rkey := seg.remoteAddr(n.pe, sh.off)
-	nw, req := n.r.begin(n.pe, block)
-	if n.r.ad != nil {
-		n.pe.countNet(int64(sh.bytes()))
-	}
+	nw, req := n.begin(block, sh.bytes())
 	ch := n.pe.ch.Load()
 	ierr := sh.each(func(local []byte, roff int) error {
 		return x.post(ctx, ch, req, local, raddr+uint64(roff), rkey)
@@ -196,10 +201,7 @@ func (n netRoute) atomic(ctx context.Context, op ibv.Opcode, seg *Segment, off i
 	res := rmwResults.Get().(*[8]byte)
 	defer rmwResults.Put(res)
 	raddr, rkey := seg.remoteAddr(n.pe, off)
-	nw, req := n.r.begin(n.pe, true)
-	if n.r.ad != nil {
-		n.pe.countNet(int64(op.AtomicSize()))
-	}
+	nw, req := n.begin(true, op.AtomicSize())
 	err := n.pe.ch.Load().Atomic(ctx, req, op, res[:op.AtomicSize()], raddr, rkey, compareAdd, swap)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrTransport, err)
