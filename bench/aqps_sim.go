@@ -10,6 +10,7 @@ import (
 	"github.com/goarmci/goarmci/ibv/fabric"
 	"github.com/goarmci/goarmci/rma"
 	"github.com/goarmci/goarmci/rma/rmatest"
+	"github.com/goarmci/goarmci/rma/transport"
 )
 
 // The three micro-benchmarks of [Takagi15 §4.3] on the scale model (SimModel) with the HCA's
@@ -107,8 +108,8 @@ func AQPSSim(ctx context.Context, o AQPSSimOptions, bubble func(func())) ([]*Res
 			return nil, fmt.Errorf("%w: aqps simulation: mode %q (want %v)", ErrOptions, m, AQPSModes)
 		}
 	}
-	defer setEnv("GOARMCI_RC_WINDOW", o.RCWindow.String())()
-	defer setEnv("GOARMCI_RC_IDLE_TIMEOUT", o.RCWindow.String())()
+	defer setEnv(transport.EnvWindow, o.RCWindow.String())()
+	defer setEnv(transport.EnvIdleTimeout, o.RCWindow.String())()
 	header := []string{o.Model.header(),
 		fmt.Sprintf("HCA: a cache of %d queue pair contexts per node, %v per miss, %v per DC connect, %s (fabric.HCAModel)",
 			o.HCA.QPCache, o.HCA.MissPenalty, o.HCA.DCConnect, dcContexts(o.HCA)),
@@ -209,10 +210,8 @@ func CheckAQPSSlots(n, messages int, slots [][]uint64) error {
 func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error) {
 	n := o.Ranks
 	m := o.Model.forJob(n)
-	fc := m.fabricConfig(n)
-	tree := *fc.Topology
-	tree.HCA = o.HCA
-	fc.Topology = &tree
+	fc := m.fabricConfig(n) // a topology of its own
+	fc.Topology.HCA = o.HCA
 	var run aqpsRun
 	run.slots = make([][]uint64, n)
 	var mu sync.Mutex
@@ -227,7 +226,6 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 		if err != nil {
 			return err
 		}
-		per, total, s := [2]time.Duration{rr.OneToAll, rr.AllToOne}, rr.Repeat, rr.Slots
 		ad := rt.Adaptive()
 		mu.Lock()
 		run.ad.Promotions += ad.Promotions
@@ -246,10 +244,10 @@ func aqpsJob(ctx context.Context, o AQPSSimOptions, mode string) (aqpsRun, error
 				run.hca.Accepts += st.Accepts
 			}
 		}
-		run.slots[me] = s
-		run.times[0] = max(run.times[0], per[0])
-		run.times[1] = max(run.times[1], per[1])
-		run.times[2] = max(run.times[2], total)
+		run.slots[me] = rr.Slots
+		for i, d := range [3]time.Duration{rr.OneToAll, rr.AllToOne, rr.Repeat} {
+			run.times[i] = max(run.times[i], d)
+		}
 		mu.Unlock()
 		return nil
 	})

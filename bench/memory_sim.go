@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -35,15 +35,9 @@ import (
 // ScaleMemory is the name of the memory simulation (goarmci bench memory -sim).
 const ScaleMemory = "memory"
 
-// The configurations of MemorySim, named as GOARMCI_NET_TRANSPORT names them.
-const (
-	MemoryRC       = "rc"
-	MemoryDC       = "dc"
-	MemoryAdaptive = "adaptive"
-)
-
-// memoryKinds are the configurations in the order of the table's columns.
-var memoryKinds = []string{MemoryRC, MemoryDC, MemoryAdaptive}
+// memoryKinds are MemorySim's configurations (as GOARMCI_NET_TRANSPORT names them) in the
+// order of the table's columns.
+var memoryKinds = []string{rma.NetRC, rma.NetDC, rma.NetAdaptive}
 
 // Bounds of MemoryOptions.
 const (
@@ -183,13 +177,13 @@ func MemorySim(ctx context.Context, o MemoryOptions, bubble func(func())) ([]*Re
 				last[kind] = s
 			}
 			lastN = n
-			rc, dc, ad := last[MemoryRC], last[MemoryDC], last[MemoryAdaptive]
+			rc, dc, ad := last[rma.NetRC], last[rma.NetDC], last[rma.NetAdaptive]
 			row.Values = []float64{rc.median, rc.max, dc.median, dc.max, ad.median, ad.max, rc.heap, dc.heap, ad.heap, 1}
 			costs.Rows = append(costs.Rows, Row{Size: n, Values: []float64{rc.perPeer, rc.heapPerPeer,
 				dc.perPeer, dc.heapPerPeer, float64(dc.newRecord), float64(ad.rcConns), float64(dc.dcPeers)}})
 		} else {
 			more := float64(n - lastN)
-			rc, dc, ad := last[MemoryRC], last[MemoryDC], last[MemoryAdaptive]
+			rc, dc, ad := last[rma.NetRC], last[rma.NetDC], last[rma.NetAdaptive]
 			row.Values = []float64{rc.median + more*rc.perPeer, rc.max + more*rc.perPeer,
 				dc.median + more*dc.perPeer, dc.max + more*dc.perPeer,
 				ad.median + more*dc.perPeer, ad.max + more*dc.perPeer,
@@ -324,7 +318,7 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 	}
 	heap0 := liveHeap()
 	for _, r := range ranks {
-		if err := r.open(kind != MemoryRC); err != nil {
+		if err := r.open(kind != rma.NetRC); err != nil {
 			return s, err
 		}
 	}
@@ -333,7 +327,7 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 		base[i] = r.footprint()
 	}
 	heap1 := liveHeap()
-	if kind != MemoryRC {
+	if kind != rma.NetRC {
 		for i, a := range ranks {
 			for j, b := range ranks {
 				if i != j {
@@ -345,7 +339,7 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 		}
 	}
 	switch kind {
-	case MemoryRC:
+	case rma.NetRC:
 		for i := range n {
 			for j := i + 1; j < n; j++ {
 				if err := connectRanks(ranks, i, j); err != nil {
@@ -353,7 +347,7 @@ func memoryJob(ctx context.Context, kind string, n, h int) (s memorySample, err 
 				}
 			}
 		}
-	case MemoryAdaptive:
+	case rma.NetAdaptive:
 		for _, p := range rcPairs(n, h) {
 			if err := connectRanks(ranks, p[0], p[1]); err != nil {
 				return s, err
@@ -452,12 +446,21 @@ func connectRanks(ranks []*memoryRank, i, j int) error {
 // memoryWait bounds the wait for one write's completion.
 const memoryWait = 30 * time.Second
 
+// slotValue is what rank i writes into its slot of the others' windows: 8 bytes, rank + 1 in
+// the first two (little-endian); slotOf reads it back.
+func slotValue(i int) []byte {
+	v := make([]byte, 8)
+	binary.LittleEndian.PutUint16(v, uint16(i+1))
+	return v
+}
+
+func slotOf(b []byte) int { return int(binary.LittleEndian.Uint16(b)) }
+
 // allToAll has every rank write 8 bytes (its rank + 1) into its slot of every other rank's
 // window, one write at a time, over each of its paths to the peer (DC, RC or both).
 func allToAll(ctx context.Context, ranks []*memoryRank) error {
 	for i, r := range ranks {
-		val := make([]byte, 8)
-		val[0], val[1] = byte(i+1), byte((i+1)>>8)
+		val := slotValue(i)
 		for j, t := range ranks {
 			if i == j {
 				continue
@@ -499,12 +502,12 @@ func checkAllToAll(ranks []*memoryRank, kind string) error {
 	for j, t := range ranks {
 		buf := t.win.Buf()
 		for i := range n {
-			got := int(buf[8*i]) | int(buf[8*i+1])<<8
+			got := slotOf(buf[8*i:])
 			if want := i + 1; i != j && got != want {
 				return fmt.Errorf("rank %d's slot of rank %d holds %d, want %d", j, i, got, want)
 			}
 		}
-		if kind != MemoryRC && t.dcqp.DCPeers() != n-1 {
+		if kind != rma.NetRC && t.dcqp.DCPeers() != n-1 {
 			return fmt.Errorf("rank %d's DC queue pair holds %d peer records, want %d", j, t.dcqp.DCPeers(), n-1)
 		}
 	}
@@ -539,9 +542,9 @@ func runtimeMemoryJob(ctx context.Context, kind string, n, h int) (runtimeSample
 	var kinds []string
 	job := rmatest.FabricJob{Configure: func(_ int, c *rma.Config) {
 		c.NetworkTransport = kind
-		c.NetworkDeviceFT = kind == MemoryAdaptive // dials through the UD connection manager
+		c.NetworkDeviceFT = kind == rma.NetAdaptive // dials through the UD connection manager
 	}}
-	if kind == MemoryAdaptive {
+	if kind == rma.NetAdaptive {
 		for k, v := range map[string]string{transport.EnvMaxRC: fmt.Sprint(h), transport.EnvWindow: adaptiveWindow,
 			transport.EnvIdleTimeout: "1h"} {
 			defer setEnv(k, v)()
@@ -552,8 +555,7 @@ func runtimeMemoryJob(ctx context.Context, kind string, n, h int) (runtimeSample
 		if err != nil {
 			return err
 		}
-		val := make([]byte, 8)
-		val[0], val[1] = byte(rt.Rank()+1), byte((rt.Rank()+1)>>8)
+		val := slotValue(rt.Rank())
 		for end := time.Now().Add(adaptivePhase); ; time.Sleep(adaptiveRound) {
 			for p := range n {
 				if p != rt.Rank() {
@@ -562,7 +564,7 @@ func runtimeMemoryJob(ctx context.Context, kind string, n, h int) (runtimeSample
 					}
 				}
 			}
-			if kind != MemoryAdaptive || !time.Now().Before(end) {
+			if kind != rma.NetAdaptive || !time.Now().Before(end) {
 				break
 			}
 		}
@@ -570,9 +572,8 @@ func runtimeMemoryJob(ctx context.Context, kind string, n, h int) (runtimeSample
 			return err
 		}
 		for p := range n {
-			got := seg.Local()[8*p : 8*p+2]
-			if want := []byte{byte(p + 1), byte((p + 1) >> 8)}; p != rt.Rank() && !bytes.Equal(got, want) {
-				return fmt.Errorf("rank %d's slot of rank %d holds %v, want %v", rt.Rank(), p, got, want)
+			if got, want := slotOf(seg.Local()[8*p:]), p+1; p != rt.Rank() && got != want {
+				return fmt.Errorf("rank %d's slot of rank %d holds %d, want %d", rt.Rank(), p, got, want)
 			}
 		}
 		ms := rt.Memory()
