@@ -68,13 +68,11 @@ func AQPSRank(ctx context.Context, rt *rma.Runtime, messages int) (AQPSRankResul
 		}
 	}
 	var res AQPSRankResult
-	var per [2]time.Duration
-	for p := range 2 {
-		if per[p], err = phase(0, p, messages); err != nil {
+	for p, d := range []*time.Duration{&res.OneToAll, &res.AllToOne} {
+		if *d, err = phase(0, p, messages); err != nil {
 			return AQPSRankResult{}, err
 		}
 	}
-	res.OneToAll, res.AllToOne = per[0], per[1]
 	if err := rt.Barrier(ctx); err != nil {
 		return AQPSRankResult{}, err
 	}

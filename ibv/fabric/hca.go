@@ -99,12 +99,14 @@ type hcaNode struct {
 	stats  HCAStats
 }
 
-// dcLast is the peer of a DC queue pair's last request sent (to, when hasTo) and received
-// (from, when hasFrom).
+// dcLast is the peer of a DC queue pair's last request sent (to) and received (from); peer -1:
+// none yet (noDCPeer).
 type dcLast struct {
-	to, from       qpContext
-	hasTo, hasFrom bool
+	to, from qpContext
 }
+
+// noDCPeer is a new DC queue pair's dcLast: no request sent or received yet.
+var noDCPeer = dcLast{to: qpContext{peer: -1}, from: qpContext{peer: -1}}
 
 // hca is the HCA model of a fabric's nodes, guarded by netsim.mu.
 type hca struct {
@@ -162,14 +164,14 @@ func (h *hca) charge(node int32, sent bool, k routeKey, buf []byte) time.Duratio
 		if op.IsRequest() {
 			p := qpContext{qpn: remote, peer: peer}
 			switch {
-			case sent && (!last.hasTo || last.to != p):
+			case sent && last.to != p:
 				n.stats.Connects++
 				d += h.m.DCConnect
-				last.to, last.hasTo = p, true
-			case !sent && (!last.hasFrom || last.from != p):
+				last.to = p
+			case !sent && last.from != p:
 				n.stats.Accepts++
 				d += h.m.DCConnect
-				last.from, last.hasFrom = p, true
+				last.from = p
 			}
 			n.dc[local] = last
 		}
@@ -188,7 +190,7 @@ func (n *netsim) markDC(node int, qpn uint32) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.hca.node(int32(node)).dc[qpn] = dcLast{}
+	n.hca.node(int32(node)).dc[qpn] = noDCPeer
 }
 
 // forgetHCA clears a node's cache and DC queue pairs (its device closed: QP numbers start over).
