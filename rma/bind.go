@@ -3,6 +3,7 @@ package rma
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,29 @@ import (
 // slower, bimodally). A rank alone on its machine, ranks that are goroutines of one process
 // (tests, simulations), more ranks than CPUs, or a launcher's binding are left as they are. The
 // decision is taken once, at Init, from the job's host exchange.
+
+// Go processors of a bound rank. The Go runtime sizes GOMAXPROCS from the CPUs the process may
+// run on when it starts, before Init binds it, and follows a later binding only when it next
+// checks (after about a second): a rank bound to one core would run with one processor per CPU of
+// the machine for its first second and with one after, and its speed would change in between.
+// Where Init binds the rank it sets GOMAXPROCS to the CPUs of its share at once, unless the user
+// set GOMAXPROCS. One processor per core: a second one on the same core makes every network
+// completion a switch between two threads of the core (the tcp reader woken on the second one
+// while the waiter polls on the first), twice the latency of a small operation over tcp; with
+// one, the waiter's progress call runs the reader on its own thread. The price: as with
+// ARMCI over MPI, an operation that needs the target's processor (a Get over tcp from a rank
+// that is computing) waits for the target's next call into the runtime, or for the Go
+// scheduler's preemption of its computation (some milliseconds); GOMAXPROCS=2 buys back
+// asynchronous progress (the role of ARMCI's data server thread) at the latency above.
+
+// procsFor is the GOMAXPROCS a rank bound to share CPUs sets, or 0 to leave it: no binding, or
+// the user set GOMAXPROCS (env: its value).
+func procsFor(share int, env string) int {
+	if share < 1 || env != "" {
+		return 0
+	}
+	return share
+}
 
 // cpuShare is the CPUs rank index i of n ranks of a machine is bound to, out of allowed (the
 // CPUs the process may run on, ascending), or nil when it is not bound: n < 2, more ranks than
@@ -122,5 +146,8 @@ func (r *Runtime) bindRank(index, n int, alone bool) {
 		r.log.Warn().Err(err).Ints("cpus", cpus).Msg("rma: bind: not bound")
 		return
 	}
-	r.log.Debug().Ints("cpus", cpus).Msg("rma: bound to cores")
+	if n := procsFor(len(cpus), os.Getenv("GOMAXPROCS")); n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+	r.log.Debug().Ints("cpus", cpus).Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("rma: bound to cores")
 }

@@ -42,3 +42,12 @@ func TestCPUListLen(t *testing.T) {
 		require.Error(t, err, s)
 	}
 }
+
+// A rank bound to a share of the CPUs runs one Go processor per CPU of it, unless the user set
+// GOMAXPROCS; an unbound rank is left as it is.
+func TestProcsFor(t *testing.T) {
+	require.Equal(t, 1, procsFor(1, ""))
+	require.Equal(t, 4, procsFor(4, ""))
+	require.Equal(t, 0, procsFor(1, "2"))
+	require.Equal(t, 0, procsFor(0, ""))
+}
