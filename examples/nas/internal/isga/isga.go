@@ -2,24 +2,30 @@
 //
 // Data: the key sequence is a 1-D global array of NumKeys int32, block-distributed; each rank
 // generates its block directly (the generator jumps ahead, as NPB's find_my_seed does). A second
-// global array of NumKeys int32 receives the redistributed keys, and a 1-D global array of
-// Size·NumBuckets int32 holds every rank's bucket counts (row r = rank r).
+// global array receives the redistributed keys: one block per rank, of the rank's share of the
+// keys plus the largest bucket (a rank's range of buckets never holds more; NPB's MPI version
+// sizes its key_buff2 likewise with a margin). A third, of Size·Size rows of NumBuckets+5 int32
+// (block r: rank r's copy of every rank's row), carries every rank's bucket counts and the test
+// keys it holds to every rank.
+//
+// Every exchange is a Put into the memory of the rank that reads it, followed by GA_Sync, as
+// NPB-MPI's all-to-alls: no rank ever Gets from a rank that may be computing (over a network, a
+// Get from a rank busy outside the runtime waits for its next call).
 //
 // One ranking (NPB's rank()):
 //  1. rank 0 Puts the two modified keys (key[it] = it, key[it+10] = MaxKey − it); GA_Sync.
-//  2. every rank Gets the five test keys of the partial verification.
-//  3. each rank counts its keys per bucket (the high bits of the key) and Puts its counts row;
-//     GA_Sync; every rank Gets all counts. The prefix sums of the bucket totals give where each
-//     bucket starts in key order; bucket b is ranked by the rank whose block of the
-//     redistribution array holds that start, so each rank ranks a contiguous range of buckets
-//     (of key values) whose keys land mostly in its own block.
-//  4. each rank sorts its keys by bucket (so by destination rank) and Puts each destination's
-//     part, in one NGA_Put, into the destination's range of the redistribution array, after
-//     the parts of the lower ranks (the layout of NPB's MPI all-to-all); GA_Sync.
-//  5. each rank Gets its range but its own part (which never left its memory), counts each key
-//     value and prefix-sums from the range start: the rank of value v is the number of keys ≤ v,
-//     as key_buff1 in NPB.
-//  6. the rank that owns a test key's value checks its rank against the class table.
+//  2. each rank counts its keys per bucket (the high bits of the key), reads the test keys of
+//     the partial verification that lie in its block, and Puts that row into every rank's copy;
+//     GA_Sync. The prefix sums of the bucket totals give where each bucket starts in key order;
+//     bucket b is ranked by the rank whose share of the keys holds that start, so each rank
+//     ranks a contiguous range of buckets (of key values).
+//  3. each rank sorts its keys by bucket (so by destination rank) and Puts each destination's
+//     part, in one NGA_Put, into the destination's block of the redistribution array, after the
+//     parts of the lower ranks (the layout of NPB's MPI all-to-all); GA_Sync.
+//  4. each rank counts each key value of its block and of its own part (which never left its
+//     memory) and prefix-sums from the range start: the rank of value v is the number of keys
+//     ≤ v, as key_buff1 in NPB.
+//  5. the rank that owns a test key's value checks its rank against the class table.
 //
 // After the last iteration the full verification places every key at its rank (each rank Puts
 // its contiguous sorted run into the key array), then each rank checks its block and the element
@@ -53,14 +59,22 @@ type sorter struct {
 
 	keys   *globalarray.Array[int32] // key_array
 	redist *globalarray.Array[int32] // key_buff2: keys grouped by the rank that ranks them
-	counts *globalarray.Array[int32] // Size × NumBuckets bucket counts, row per rank
+	rows   *globalarray.Array[int32] // Size × Size rows of row ints: block r is rank r's copy
+	row    int                       // NumBuckets counts + TestArraySize test keys
 
 	myKeys   []int32 // local block of keys (NGA_Access, released at the end)
 	accessed bool
-	keyLo    int   // global index of myKeys[0]
-	blockLo  []int // first index of each rank's block of redist (ranks owning nothing: -1)
+	// rowsAccessed and redistAccessed: myRows and myRedist are accessed (released at the end)
+	rowsAccessed, redistAccessed bool
+	keyLo                        int     // global index of myKeys[0]
+	blockLo                      []int   // first key of each rank's share (ranks owning nothing: -1)
+	slot                         int     // keys per rank's block of redist
+	myRows                       []int32 // my block of rows (NGA_Access)
+	myRedist                     []int32 // my block of redist (NGA_Access)
+	testRank                     []int   // the rank whose block of keys holds each test key
 
 	cnt   []int32 // my bucket counts
+	out   []int32 // my row: cnt, then the test keys of my share (0 elsewhere)
 	all   []int32 // every rank's counts
 	start []int   // where each bucket starts in key order, NumBuckets+1 entries
 	dest  []int32 // the rank that ranks each bucket
@@ -70,9 +84,9 @@ type sorter struct {
 	cur   []int   // fill cursor per bucket
 	local []int32 // my keys sorted by bucket (so grouped by destination)
 
-	own      []int32 // the keys I rank from my own part (in local: never Put)
-	mine     []int32 // the keys I rank from the other ranks' parts (Get from redist)
-	buff1    []int32 // key_buff1 for my values [b1·nbk, b2·nbk)
+	own      []int32    // the keys I rank from my own part (in local: never Put)
+	mine     [2][]int32 // the keys I rank from the other ranks' parts (my block of redist)
+	buff1    []int32    // key_buff1 for my values [b1·nbk, b2·nbk)
 	passed   int
 	failures []string
 }
@@ -91,7 +105,13 @@ func Run(ctx context.Context, rt *rma.Runtime, p is.Params, log io.Writer) (res 
 		if s.accessed {
 			s.keys.Release()
 		}
-		for _, a := range []*globalarray.Array[int32]{s.keys, s.redist, s.counts} {
+		if s.rowsAccessed {
+			s.rows.Release()
+		}
+		if s.redistAccessed {
+			s.redist.Release()
+		}
+		for _, a := range []*globalarray.Array[int32]{s.keys, s.redist, s.rows} {
 			if a != nil {
 				if derr := a.Destroy(ctx); derr != nil && err == nil {
 					err = fmt.Errorf("isga: destroy: %w", derr)
@@ -151,12 +171,15 @@ func (s *sorter) setup(ctx context.Context) error {
 	if s.keys, err = globalarray.Create[int32](ctx, s.rt, "is.keys", []int{n}); err != nil {
 		return fmt.Errorf("isga: create keys: %w", err)
 	}
-	if s.redist, err = globalarray.Create[int32](ctx, s.rt, "is.redist", []int{n}); err != nil {
-		return fmt.Errorf("isga: create redist: %w", err)
+	s.row = s.nb + is.TestArraySize
+	if s.rows, err = globalarray.Create[int32](ctx, s.rt, "is.rows", []int{s.size * s.size * s.row},
+		globalarray.Irregular([][]int{blockStarts(s.size, s.size*s.row)})); err != nil {
+		return fmt.Errorf("isga: create rows: %w", err)
 	}
-	if s.counts, err = globalarray.Create[int32](ctx, s.rt, "is.counts", []int{s.size * s.nb}); err != nil {
-		return fmt.Errorf("isga: create counts: %w", err)
+	if s.myRows, _, err = s.rows.Access(); err != nil {
+		return fmt.Errorf("isga: access rows: %w", err)
 	}
+	s.rowsAccessed = true
 	lo, hi := s.keys.Distribution(s.rank)
 	if hi[0] >= lo[0] {
 		data, _, err := s.keys.Access()
@@ -169,15 +192,22 @@ func (s *sorter) setup(ctx context.Context) error {
 	}
 	s.p.GenerateKeys(s.keyLo, s.myKeys)
 	s.blockLo = make([]int, s.size)
+	share := 0 // the largest share of the keys
 	for r := range s.blockLo {
-		l, h := s.redist.Distribution(r)
+		l, h := s.keys.Distribution(r)
 		s.blockLo[r] = -1
 		if h[0] >= l[0] {
 			s.blockLo[r] = l[0]
+			share = max(share, h[0]-l[0]+1)
 		}
+	}
+	s.testRank = make([]int, is.TestArraySize)
+	for i, ix := range s.p.TestIndex {
+		s.testRank[i] = s.ownerOf(int(ix))
 	}
 	s.cnt = make([]int32, s.nb)
 	s.all = make([]int32, s.size*s.nb)
+	s.out = make([]int32, s.row)
 	s.start = make([]int, s.nb+1)
 	s.dest = make([]int32, s.nb)
 	s.b1 = make([]int, s.size+1)
@@ -185,12 +215,91 @@ func (s *sorter) setup(ctx context.Context) error {
 	s.part = make([]int, s.size+1)
 	s.cur = make([]int, s.nb)
 	s.local = make([]int32, len(s.myKeys))
+	if err := s.sync(ctx); err != nil { // every rank's keys generated
+		return err
+	}
+	// A rank ranks the buckets that start in its share of the keys: their keys number less than
+	// the share plus the last bucket. The ranking changes 2 keys per iteration.
+	var pv [is.TestArraySize]int32
+	if err := s.exchangeRows(ctx, &pv); err != nil {
+		return err
+	}
+	largest := 0
+	for b := 0; b < s.nb; b++ {
+		c := 0
+		for r := 0; r < s.size; r++ {
+			c += int(s.all[r*s.nb+b])
+		}
+		largest = max(largest, c)
+	}
+	s.slot = share + largest + 2*is.MaxIterations
+	if s.redist, err = globalarray.Create[int32](ctx, s.rt, "is.redist", []int{s.size * s.slot},
+		globalarray.Irregular([][]int{blockStarts(s.size, s.slot)})); err != nil {
+		return fmt.Errorf("isga: create redist: %w", err)
+	}
+	if s.myRedist, _, err = s.redist.Access(); err != nil {
+		return fmt.Errorf("isga: access redist: %w", err)
+	}
+	s.redistAccessed = true
 	return s.sync(ctx)
 }
 
+// blockStarts is the irregular map of n blocks of size elements each.
+func blockStarts(n, size int) []int {
+	starts := make([]int, n)
+	for r := range starts {
+		starts[r] = r * size
+	}
+	return starts
+}
+
+// ownerOf is the rank whose share of the keys holds key index ix.
+func (s *sorter) ownerOf(ix int) int {
+	owner := 0
+	for r, lo := range s.blockLo {
+		if lo >= 0 && lo <= ix {
+			owner = r
+		}
+	}
+	return owner
+}
+
+// exchangeRows counts my keys per bucket, reads the test keys of my share, and Puts that row
+// into every rank's copy (mine directly); GA_Sync; then reads every rank's counts into all and
+// the test keys into pv from my copy.
+func (s *sorter) exchangeRows(ctx context.Context, pv *[is.TestArraySize]int32) error {
+	is.Count(s.myKeys, s.shift, s.cnt)
+	copy(s.out, s.cnt)
+	for i, ix := range s.p.TestIndex {
+		s.out[s.nb+i] = 0
+		if s.testRank[i] == s.rank {
+			s.out[s.nb+i] = s.myKeys[int(ix)-s.keyLo]
+		}
+	}
+	copy(s.myRows[s.rank*s.row:], s.out)
+	for k := 1; k < s.size; k++ {
+		d := (s.rank + k) % s.size // each rank starts with its next one
+		at := (d*s.size + s.rank) * s.row
+		if err := s.rows.Put(ctx, []int{at}, []int{at + s.row - 1}, s.out, nil); err != nil {
+			return fmt.Errorf("isga: put counts for rank %d: %w", d, err)
+		}
+	}
+	if err := s.sync(ctx); err != nil {
+		return err
+	}
+	for r := 0; r < s.size; r++ {
+		copy(s.all[r*s.nb:(r+1)*s.nb], s.myRows[r*s.row:])
+	}
+	for i := range pv {
+		pv[i] = s.myRows[s.testRank[i]*s.row+s.nb+i]
+	}
+	return nil
+}
+
 // plan computes, from every rank's bucket counts, where each bucket starts in key order, which
-// rank ranks it, and where my part for each rank goes.
-func (s *sorter) plan() {
+// rank ranks it, and where my part for each rank goes. Errors: a rank's range of keys larger
+// than its block of redist (not for NPB's keys: the block holds the largest bucket).
+func (s *sorter) plan() error {
 	pos := 0
 	for b := 0; b < s.nb; b++ {
 		s.start[b] = pos
@@ -199,7 +308,7 @@ func (s *sorter) plan() {
 		}
 	}
 	s.start[s.nb] = pos
-	// bucket b goes to the rank whose block holds start[b]; start and the blocks ascend, so each
+	// bucket b goes to the rank whose share holds start[b]; start and the shares ascend, so each
 	// rank gets a contiguous range of buckets
 	owner := 0
 	for b := 0; b < s.nb; b++ {
@@ -218,10 +327,13 @@ func (s *sorter) plan() {
 		}
 	}
 	s.b1[s.size] = s.nb
-	// my part for rank d goes after the parts of ranks below me in d's range
+	// my part for rank d goes into d's block after the parts of ranks below me
 	s.part[0] = 0
 	for d := 0; d < s.size; d++ {
-		at := s.start[s.b1[d]]
+		if n := s.start[s.b1[d+1]] - s.start[s.b1[d]]; n > s.slot {
+			return fmt.Errorf("isga: rank %d ranks %d keys, more than its block of %d", d, n, s.slot)
+		}
+		at := d * s.slot
 		mine := 0
 		for b := s.b1[d]; b < s.b1[d+1]; b++ {
 			for r := 0; r < s.rank; r++ {
@@ -232,6 +344,7 @@ func (s *sorter) plan() {
 		s.put[d] = at
 		s.part[d+1] = s.part[d] + mine
 	}
+	return nil
 }
 
 // rankKeys is one iteration of NPB's rank().
@@ -249,29 +362,17 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	if err := s.sync(ctx); err != nil {
 		return err
 	}
-	// 2. the partial verification keys
+	// 2. bucket counts and the partial verification keys, to every rank
 	var pv [is.TestArraySize]int32
-	for i, ix := range p.TestIndex {
-		if err := s.keys.Get(ctx, []int{int(ix)}, []int{int(ix)}, pv[i:i+1], nil); err != nil {
-			return fmt.Errorf("isga: get test key: %w", err)
-		}
-	}
-	// 3. bucket counts, exchanged through the counts array
-	is.Count(s.myKeys, s.shift, s.cnt)
-	row := s.rank * s.nb
-	if err := s.counts.Put(ctx, []int{row}, []int{row + s.nb - 1}, s.cnt, nil); err != nil {
-		return fmt.Errorf("isga: put counts: %w", err)
-	}
-	if err := s.sync(ctx); err != nil {
+	if err := s.exchangeRows(ctx, &pv); err != nil {
 		return err
 	}
-	if err := s.counts.Get(ctx, []int{0}, []int{len(s.all) - 1}, s.all, nil); err != nil {
-		return fmt.Errorf("isga: get counts: %w", err)
+	if err := s.plan(); err != nil {
+		return err
 	}
-	s.plan()
-	// 4. sort my keys by bucket (NPB's key_buff2), which groups them by destination too (each
+	// 3. sort my keys by bucket (NPB's key_buff2), which groups them by destination too (each
 	// rank ranks a contiguous range of buckets), one Put per destination. Bucket order also makes
-	// step 5's counting walk key_buff1 almost sequentially: counting keys in their original
+	// step 4's counting walk key_buff1 almost sequentially: counting keys in their original
 	// order hits it at random and costs more than the sort (class B at one rank: 2x the time).
 	local, cur, shift := s.local, s.cur, s.shift // locals: the stores below cannot alias them
 	pos := 0
@@ -284,10 +385,11 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 		local[cur[b]] = k
 		cur[b]++
 	}
-	for d := 0; d < s.size; d++ {
+	for k := 1; k < s.size; k++ {
+		d := (s.rank + k) % s.size // each rank starts with its next one
 		lo, hi := s.part[d], s.part[d+1]
-		if hi == lo || d == s.rank {
-			continue // my own part stays in local (step 5 reads it there)
+		if hi == lo {
+			continue // my own part stays in local (step 4 reads it there)
 		}
 		at := s.put[d]
 		if err := s.redist.Put(ctx, []int{at}, []int{at + hi - lo - 1}, local[lo:hi], nil); err != nil {
@@ -297,29 +399,17 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	if err := s.sync(ctx); err != nil {
 		return err
 	}
-	// 5. rank the keys of my buckets
+	// 4. rank the keys of my buckets: my own part, and the other ranks' parts before and after
+	// it in my block
 	b1, b2 := s.b1[s.rank], s.b1[s.rank+1]
 	klo, khi := s.start[b1], s.start[b2]
-	// the other ranks' parts: before and after my own part in my range of redist
 	s.own = local[s.part[s.rank]:s.part[s.rank+1]]
-	at := s.put[s.rank]
-	s.mine = slices.Grow(s.mine[:0], khi-klo-len(s.own))[:khi-klo-len(s.own)]
-	for _, r := range [2][2]int{{klo, at}, {at + len(s.own), khi}} {
-		if r[1] > r[0] {
-			o := r[0] - klo // offset in s.mine: after my own part, less its length
-			if r[0] > at {
-				o -= len(s.own)
-			}
-			dst := s.mine[o : o+r[1]-r[0]]
-			if err := s.redist.Get(ctx, []int{r[0]}, []int{r[1] - 1}, dst, nil); err != nil {
-				return fmt.Errorf("isga: get my keys: %w", err)
-			}
-		}
-	}
+	at := s.put[s.rank] - s.rank*s.slot
+	s.mine = [2][]int32{s.myRedist[:at], s.myRedist[at+len(s.own) : khi-klo]}
 	v1, v2 := b1*s.nbk, b2*s.nbk
 	s.buff1 = slices.Grow(s.buff1[:0], v2-v1)[:v2-v1]
 	clear(s.buff1)
-	for _, keys := range [2][]int32{s.own, s.mine} {
+	for _, keys := range [3][]int32{s.own, s.mine[0], s.mine[1]} {
 		for _, k := range keys {
 			s.buff1[int(k)-v1]++
 		}
@@ -329,7 +419,7 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 		acc += c
 		s.buff1[i] = acc
 	}
-	// 6. partial verification of the test keys whose value k-1 falls in my range
+	// 5. partial verification of the test keys whose value k-1 falls in my range
 	for i, k := range pv {
 		if 0 < k && int(k) <= p.NumKeys()-1 && int(k-1) >= v1 && int(k-1) < v2 {
 			if got, want := int64(s.buff1[int(k-1)-v1]), p.ExpectedRank(i, iteration); got == want {
@@ -351,7 +441,7 @@ func (s *sorter) fullVerify(ctx context.Context) error {
 	klo, khi := s.start[b1], s.start[b2]
 	v1 := b1 * s.nbk
 	out := make([]int32, khi-klo)
-	for _, keys := range [2][]int32{s.own, s.mine} {
+	for _, keys := range [3][]int32{s.own, s.mine[0], s.mine[1]} {
 		for _, k := range keys {
 			r := &s.buff1[int(k)-v1]
 			*r--
