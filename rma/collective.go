@@ -2,28 +2,44 @@ package rma
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+
+	"github.com/goarmci/goarmci/internal/accum"
 )
 
-// slot returns the collective scratch slot of rank p in the system segment (offset, size) for
-// the current step. The scratch holds two sets of Size slots, used by alternate steps (a step is
-// one chunk of an AllReduce or a Broadcast: puts into the slots, a barrier, reads): a rank writes
-// step k+2's slots only after the barrier of step k+1, which no rank enters before it has read
-// step k's, so a step needs one barrier, not a second one to free its slots.
+// slot returns the data area of rank p's collective scratch slot in the system segment (offset,
+// size) for the current step; the slot's first two words, before it, are AllReduce's flag word and
+// guard word. The scratch holds two sets of Size slots, used by alternate steps (a step is one
+// chunk of an AllReduce or a Broadcast): a rank writes step k+2's slots only after it knows that
+// every rank has read its step k slots — after the barrier of step k+1 (Broadcast), or with every
+// rank's step k+1 contribution (AllReduce), which no rank sends before it has read step k's.
 func (r *Runtime) slot(p int) (int, int) {
 	n := ((r.sys.Len(r.rank) - flagBytes) / (2 * r.size)) &^ 63
 	set := int(r.collStep & 1)
-	return flagBytes + (set*r.size+p)*n, n
+	return flagBytes + (set*r.size+p)*n + slotHead, n - slotHead
 }
+
+// slotHead is the bytes of a scratch slot's flag word and guard word. Only flags are ever written
+// in the flag word: a word that also held data could hold a later count by chance.
+const slotHead = 16
 
 // AllReduce combines buf element-wise across all ranks with op and leaves the result in every
 // rank's buf (armci_msg_gop / GA_Dgop). It is collective; buf holds elements of typ and must have
 // the same length on every rank. The result is identical on all ranks: every rank folds the
-// contributions in rank order. Errors: ErrType, ErrBadOp, transport errors.
+// contributions in rank order. Errors: ErrType, ErrBadOp, ErrPeerFailed (a rank failed before
+// its contribution arrived), transport errors.
 //
-// Each chunk that fits a scratch slot is put into slot[me] of every rank, a barrier follows, and
-// each rank reduces the slots locally (the slots of alternate chunks and calls alternate between
-// two sets, so no second barrier is needed to free them: see slot).
+// Each chunk that fits a scratch slot is put into slot[me] of every rank (after a zero guard word),
+// then one is added to the slot's flag word, which so counts the chunks this rank put there; each
+// rank waits until the flags of the other ranks' slots count the step's chunk and reduces the
+// slots locally. No barrier and no wait for the puts' remote completion: the flag's accumulate
+// also adds zero to the guard word, so it overlaps the put and is applied after it — by program
+// order over shared memory, by the network channel's ordering of overlapping operations (one
+// queue pair) over the network — and as an atomic add it orders the data before the flag for the
+// rank that polls the flag (which never reads the guard). The slots of alternate chunks and calls alternate between two sets (see slot):
+// a rank writes step k+2's slots only after it has every rank's step k+1 contribution, which no
+// rank sends before it has read step k's.
 func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []byte) error {
 	if err := r.check(); err != nil {
 		return err
@@ -32,18 +48,30 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 		return err
 	}
 	_, slot := r.slot(0)
-	chunk := slot - slot%16
+	chunk := slot &^ 15
 	need := min(len(buf), chunk)
 	if len(r.reduceBuf) < need {
 		r.reduceBuf = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+		r.reduceMsg = alignedHeap((8 + need + 4095) &^ 4095)
 	}
 	acc := r.reduceBuf
+	mine := r.sys.local
 	for start := 0; start < len(buf); start += chunk {
 		part := buf[start:min(len(buf), start+chunk)]
-		if err := r.spread(ctx, part, func(p int) bool { return true }); err != nil {
+		set := r.collStep & 1
+		r.reduceCount[set]++ // what every rank's flag in this set counts once its chunk is in
+		if err := r.contribute(ctx, part); err != nil {
 			return err
 		}
-		mine := r.sys.local
+		for p := 0; p < r.size; p++ {
+			if p == r.rank {
+				continue
+			}
+			o, _ := r.slot(p)
+			if err := r.awaitFlag(ctx, p, mine[o-slotHead:o-slotHead+8], r.reduceCount[set]); err != nil {
+				return err
+			}
+		}
 		o0, _ := r.slot(0)
 		copy(acc, mine[o0:o0+len(part)])
 		for p := 1; p < r.size; p++ {
@@ -51,8 +79,64 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 			reduceBytes(typ, op, acc[:len(part)], mine[o:o+len(part)])
 		}
 		finishReduce(typ, op, acc[:len(part)])
+		for _, h := range r.reduceHs { // complete long ago, as a rule: the others' flags came after
+			if err := h.Wait(ctx); err != nil {
+				return fmt.Errorf("rma: allreduce: %w", err)
+			}
+		}
 		copy(part, acc)
 		r.collStep++
+	}
+	return nil
+}
+
+// flagAdd is the accumulate that follows a chunk: one to the slot's flag word, zero to its guard
+// word (see AllReduce).
+var flagAdd = func() []byte {
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, 1)
+	return b
+}()
+
+// contribute puts part, after a zero guard word, into slot[me] of every rank, then adds one to the
+// slot's flag word (see AllReduce). Its handles are left in r.reduceHs.
+func (r *Runtime) contribute(ctx context.Context, part []byte) error {
+	off, _ := r.slot(r.rank)
+	copy(r.sys.local[off:], part)
+	msg := r.reduceMsg[:8+len(part)]
+	clear(msg[:8])
+	copy(msg[8:], part)
+	r.reduceHs = r.reduceHs[:0]
+	for k := 1; k < r.size; k++ {
+		p := (r.rank + k) % r.size // each rank starts with its next one
+		h, err := r.NbPut(ctx, msg, r.sys, p, off-8)
+		if err == nil {
+			r.reduceHs = append(r.reduceHs, h)
+			h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, r.sys, p, off-slotHead)
+		}
+		if err != nil {
+			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+		}
+		r.reduceHs = append(r.reduceHs, h)
+	}
+	return nil
+}
+
+// awaitFlag waits until rank p's flag word counts want chunks (or p failed).
+func (r *Runtime) awaitFlag(ctx context.Context, p int, word []byte, want uint64) error {
+	arrived := func() bool {
+		v, _ := accum.Load64(word)
+		return v >= want
+	}
+	if arrived() {
+		return nil
+	}
+	err := r.pollUntilProbe(ctx, func() bool { return arrived() || r.failedErr(p) != nil }, r.liveness(ctx, p))
+	if err == nil && !arrived() {
+		err = r.failedErr(p)
+	}
+	if err != nil {
+		return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 	}
 	return nil
 }

@@ -1,0 +1,54 @@
+package rma_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goarmci/goarmci/rma"
+	"github.com/goarmci/goarmci/rma/rmatest"
+)
+
+// allReduceBackToBack runs AllReduces of many lengths one after the other with no other
+// synchronization (one element, odd lengths, one larger than a scratch slot: several chunks), each
+// with values that depend on the call, and checks every element of every result: a contribution
+// read before it arrived, or from the wrong call, shows.
+func allReduceBackToBack(ctx context.Context, t testing.TB, rt *rma.Runtime, calls int) {
+	me, n := rt.Rank(), rt.Size()
+	lengths := []int{1, 2, 3, 17, 1000, 1, 300000} // int64 elements; the last spans several slots
+	for c := range calls {
+		l := lengths[c%len(lengths)]
+		if c%len(lengths) == len(lengths)-1 && c >= len(lengths) {
+			l = 5 // the largest once
+		}
+		b := make([]byte, 8*l)
+		for i := range l {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(me+1)*int64(c+1)+int64(i)))
+		}
+		require.NoError(t, rt.AllReduce(ctx, rma.AccInt64, rma.ReduceSum, b))
+		for i := range l {
+			want := int64(c+1)*int64(n*(n+1)/2) + int64(n*i)
+			require.Equal(t, want, int64(binary.LittleEndian.Uint64(b[8*i:])), "call %d, element %d", c, i)
+		}
+	}
+}
+
+// TestAllReduceBackToBack: jobs of 1–5 ranks over shared memory and over tcp, and three ranks over
+// tcp on two rails with three paths each under the even policy (a small operation may go on any
+// of six queue pairs: a flag that overtook its data would show).
+func TestAllReduceBackToBack(t *testing.T) {
+	for _, np := range []int{1, 2, 3, 5} {
+		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			allReduceBackToBack(ctx, t, rt, 200)
+		})
+	}
+	t.Run("tcp/np3/rails2/paths3", func(t *testing.T) {
+		rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+			allReduceBackToBack(ctx, t, rt, 300)
+		}, rmatest.Transport(rma.TransportTCP), rmatest.Configure(func(_ int, c *rma.Config) {
+			c.Rails, c.Paths, c.StripePolicy, c.StripeThreshold = loopRails(2), 3, "even", 64
+		}))
+	})
+}
