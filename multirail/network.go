@@ -28,7 +28,7 @@ type Network struct {
 	gen     chan struct{} // closed and replaced when progress was made
 	wcs     [32]ibv.WC    // poll buffer, guarded by pollMu
 
-	progress   func()        // the device's progress call (SetProgress), or nil
+	progress   func() bool   // the device's progress call (SetProgress), or nil
 	progBudget time.Duration // how long Wait polls with progress before it parks
 }
 
@@ -43,7 +43,7 @@ func NewNetwork(ep *hybridft.Endpoint) *Network {
 // sent, where a parked one waits for the Go netpoller and a thread wake-up. After the budget,
 // or at once with budget 0, Wait parks (and so does the completion queue's Wait:
 // ibv.CQ.SetWaitSpins). Call it before any operation.
-func (n *Network) SetProgress(progress func(), budget time.Duration) {
+func (n *Network) SetProgress(progress func() bool, budget time.Duration) {
 	n.progress, n.progBudget = progress, budget
 	n.ep.CQ.SetWaitSpins(0)
 }

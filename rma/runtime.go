@@ -167,12 +167,12 @@ type Runtime struct {
 	nets  []*network
 	peers []*peer
 
-	machineRanks int          // ranks on this machine (host ids equal but for the network namespace)
-	spin         int          // polls a wait spins before it yields (spinBudget)
-	stats        bool         // communication statistics are counted (stats.go)
-	syncWaitNS   atomic.Int64 // statistics: time in synchronization waits (barriers, fences, locks, notify)
-	yields       int          // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
-	progress     []func()     // the tcp devices' progress calls, made between a wait's yields (yieldUntil)
+	machineRanks int           // ranks on this machine (host ids equal but for the network namespace)
+	spin         int           // polls a wait spins before it yields (spinBudget)
+	stats        bool          // communication statistics are counted (stats.go)
+	syncWaitNS   atomic.Int64  // statistics: time in synchronization waits (barriers, fences, locks, notify)
+	yields       int           // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
+	progress     []func() bool // the tcp devices' progress calls, made between a wait's yields (yieldUntil)
 	// a wait's sleeps between polls, from pollSleep doubling to pollSleepMax: pollSleepFirst and
 	// pollSleepLast, or Config.NetworkPoll for both on a given device (init.go)
 	pollSleep, pollSleepMax time.Duration

@@ -175,7 +175,10 @@ func (r *Runtime) disseminationBarrier(ctx context.Context, id uint64) error {
 // busy that thread takes the core from the rank being waited for. The occasional Gosched keeps
 // ranks that are goroutines of one process (tests) and the tcp reader goroutines making progress;
 // before it, the tcp devices' progress calls wake the readers whose sockets have data, which the
-// Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy.
+// Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy. A
+// wait whose progress call woke a reader starts its yields over: a rank that serves other ranks'
+// operations while it waits (the target of a stream of puts, waiting in a barrier) keeps
+// answering them within a yield, where a sleeping one would answer a thread wake-up later.
 func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 	return r.pollUntilProbe(ctx, cond, nil)
 }
@@ -208,8 +211,12 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 			return ctx.Err()
 		}
 		if i%pollGoschedEvery == pollGoschedEvery-1 {
+			woke := false
 			for _, pr := range r.progress {
-				pr() // readers parked while their frames arrived (tcp.Progress)
+				woke = pr() || woke // readers parked while their frames arrived (tcp.Progress)
+			}
+			if woke {
+				i = 0 // frames are arriving: this rank serves them, so it keeps yielding
 			}
 			runtime.Gosched()
 		} else {

@@ -37,7 +37,7 @@ type pollReader struct {
 	// reader's own polls (or nil)
 	fd       int
 	wait     parkedIO
-	progress func()
+	progress func() bool
 
 	// state of the read in progress, used by fn (built once: no allocation per read)
 	b       []byte

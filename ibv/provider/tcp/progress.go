@@ -93,16 +93,17 @@ func (d *driver) publishLocked() {
 	d.streams.all.Store(&cs)
 }
 
-// progress wakes every parked reader of the device whose socket is readable (see above). It
-// never blocks: a call while another one scans returns at once.
-func (d *driver) progress() {
+// progress wakes every parked reader of the device whose socket is readable (see above), and
+// reports whether it woke any reader or writer. It never blocks: a call while another one scans
+// returns at once (false).
+func (d *driver) progress() bool {
 	all := d.streams.all.Load()
 	if all == nil || len(*all) == 0 {
-		return
+		return false
 	}
 	s := &d.streams
 	if !s.scan.TryLock() {
-		return
+		return false
 	}
 	defer s.scan.Unlock()
 	fds, cs := s.fds[:0], s.cs[:0]
@@ -122,11 +123,12 @@ func (d *driver) progress() {
 	}
 	s.fds, s.cs = fds, cs
 	if len(fds) == 0 {
-		return
+		return false
 	}
 	if n, err := unix.Poll(fds, 0); err != nil || n <= 0 {
-		return
+		return false
 	}
+	woke := false
 	for i := range fds {
 		re := fds[i].Revents
 		if re == 0 {
@@ -134,19 +136,23 @@ func (d *driver) progress() {
 		}
 		if re&^unix.POLLOUT != 0 && cs[i].rd.wait.wake() { // data, or an error the reader reports
 			s.kicks.Add(1)
+			woke = true
 		}
 		if re&^unix.POLLIN != 0 && cs[i].wwait.wake() {
 			s.kicks.Add(1)
+			woke = true
 		}
 	}
+	return woke
 }
 
 // Progress returns the progress call of tcp device dev: it wakes the device's stream readers
 // that are parked while their sockets hold data, so that a consumer polling a condition on a
 // processor of its own sees the frames it waits for (see above). It never blocks and may be
-// called from any goroutine, typically between the yields of a polling wait. Errors wrap
-// ibv.ErrInvalidArgument (not a tcp device).
-func Progress(dev *ibv.Context) (func(), error) {
+// called from any goroutine, typically between the yields of a polling wait; it reports whether
+// it woke a goroutine (which runs once the caller yields its processor to the Go scheduler:
+// runtime.Gosched). Errors wrap ibv.ErrInvalidArgument (not a tcp device).
+func Progress(dev *ibv.Context) (func() bool, error) {
 	d, err := engine.DriverOf[*driver]("tcp", dev)
 	if err != nil {
 		return nil, err

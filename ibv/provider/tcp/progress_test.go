@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,11 +27,18 @@ func TestProgress(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			cfg := Config{PollBudget: budget, TimeoutFloor: 200 * time.Millisecond}
 			da, db := open(t, 1, cfg), open(t, 1, cfg)
-			var progress [2]func()
+			var progress [2]func() bool
+			var woke atomic.Uint64 // progress calls that reported a wake
 			for i, dev := range []*ibv.Context{da, db} {
-				var err error
-				progress[i], err = Progress(dev)
+				pr, err := Progress(dev)
 				require.NoError(t, err)
+				progress[i] = func() bool {
+					w := pr()
+					if w {
+						woke.Add(1)
+					}
+					return w
+				}
 			}
 			x, y := connect(t, da, db, 1<<20, false, 7)
 			bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1), progress[i]) })
@@ -41,6 +49,8 @@ func TestProgress(t *testing.T) {
 				kicks += d.streams.kicks.Load()
 			}
 			require.NotZero(t, kicks, "no reader was woken by the progress call")
+			require.NotZero(t, woke.Load(), "no progress call reported its wake")
+			require.LessOrEqual(t, woke.Load(), kicks, "a progress call reported a wake it did not make")
 		})
 	}
 }
@@ -84,7 +94,7 @@ func TestProgressNotTCP(t *testing.T) {
 // consumerTraffic writes and reads back small and large patterns in its half of peer's MR and
 // adds to a counter word there, checking every value; it waits with postWait (progress nil) or
 // by polling and calling progress.
-func consumerTraffic(s, peer *side, seed byte, progress func()) error {
+func consumerTraffic(s, peer *side, seed byte, progress func() bool) error {
 	postWait := func(s *side, wr ibv.SendWR) (ibv.WC, error) { return postPoll(s, wr, progress) }
 	half := uint64(len(peer.mr.Buf()) / 2)
 	base := peer.mr.Addr + uint64(seed-1)*half
@@ -117,7 +127,7 @@ func consumerTraffic(s, peer *side, seed byte, progress func()) error {
 // postPoll posts wr signaled and waits for its completion (at most 30 s): parked in the
 // completion queue's Wait (progress nil), or polling it, calling progress and yielding between
 // polls.
-func postPoll(s *side, wr ibv.SendWR, progress func()) (ibv.WC, error) {
+func postPoll(s *side, wr ibv.SendWR, progress func() bool) (ibv.WC, error) {
 	wr.Flags |= ibv.SendSignaled
 	if err := s.qp.PostSend(&wr); err != nil {
 		return ibv.WC{}, err
