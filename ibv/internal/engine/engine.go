@@ -128,8 +128,9 @@ type Config struct {
 	// Log receives debug and warning messages (default: none).
 	Log *zerolog.Logger
 	// Reliable declares that the transport neither loses nor reorders packets while a path is
-	// up (a byte stream). The ACK timer then works as a liveness timer: it fires only when
-	// nothing has arrived from the peer queue pair for a whole timeout. On a stream a late ACK
+	// up (a byte stream). The ACK timer then works as a liveness timer: it fires only when no
+	// response has arrived from the peer queue pair on the primary path (and the path's stream
+	// moved no bytes: StreamActivity) for a whole timeout. On a stream a late ACK
 	// means queueing (e.g. behind a large read response going the other way), not loss, and a
 	// go-back-N would only add load; a broken stream is reported through PathFault, a silent
 	// dead path still times out.
@@ -288,7 +289,7 @@ func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	}
 	// a packet on another link: a placement of its direction in progress may be stale
 	q.revokeOnArrival(link, p.Opcode.IsRequest())
-	if e.cfg.Reliable && q.deadline.Load() != 0 {
+	if e.cfg.Reliable && q.deadline.Load() != 0 && !p.Opcode.IsRequest() && q.onPath(link) {
 		q.lastRx.Store(time.Now().UnixNano())
 	}
 	switch {
@@ -436,6 +437,17 @@ func (e *Engine) PathFault(port uint8, addr string) {
 	if hit {
 		e.forceKick()
 	}
+}
+
+// onPath reports whether link leads where q's primary path does. The liveness timer
+// (Config.Reliable) counts only responses that came that way: they travel on the stream of the
+// requests they answer. The peer's own requests travel on the peer's stream, which may reach the
+// same address another way (its side re-dialled after a link went down, routed over another
+// rail): counting them kept the timer of requests lost on the broken stream from ever expiring,
+// so the requester never retried nor migrated.
+func (q *QP) onPath(link Link) bool {
+	p := q.pathPtr.Load()
+	return p == nil || link == nil || p.Addr == link.RemoteAddr()
 }
 
 // pathFault expires the ACK timer of q now if its primary path leads from port to addr and the

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -673,4 +675,45 @@ func TestSQDDrain(t *testing.T) {
 	wc = waitWC(t, x.cq)
 	require.Equal(t, uint64(2), wc.WRID)
 	require.Equal(t, "d2", string(y.mr.Buf()[8:10]))
+}
+
+// On a reliable transport (Config.Reliable) the ACK timer is a liveness timer, and only the
+// peer's responses on the primary path keep it from expiring: the peer's own requests, which
+// keep arriving while every request of this side is lost (its stream dead, the peer's alive),
+// must not. x's write is lost with every retry while y writes to x every millisecond: x's write
+// must end with the retries exhausted (no alternate path), not wait for y to stop.
+func TestReliableTimerIgnoresPeerRequests(t *testing.T) {
+	n := newMemNet()
+	cfg := Config{Reliable: true}
+	a, b := n.open(t, 1, cfg), n.open(t, 1, cfg)
+	x, y := connectRC(t, a, b, pairOpts{retry: 1})
+	pa, _ := a.QueryPort(1)
+	pb, _ := b.QueryPort(1)
+	n.setFault(func(pkt []byte, from, to string) (bool, bool) {
+		var p wire.Packet
+		return from == pa.Addr && to == pb.Addr && wire.Decode(pkt, &p) == nil && p.Opcode.IsRequest(), false
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // y's requests to x: delivered, and answered
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if y.qp.PostSend(&ibv.SendWR{Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{byte(i)}, RemoteAddr: x.mr.Addr, RKey: x.mr.RKey}) != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	require.NoError(t, x.qp.PostSend(&ibv.SendWR{ID: 1, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte("lost"),
+		RemoteAddr: y.mr.Addr, RKey: y.mr.RKey}))
+	wc := waitWC(t, x.cq)
+	require.Equal(t, ibv.WCRetryExcErr, wc.Status)
+	require.Equal(t, uint64(1), wc.WRID)
+	require.Zero(t, y.mr.Buf()[0])
 }
