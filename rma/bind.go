@@ -35,6 +35,17 @@ import (
 // scheduler's preemption of its computation (some milliseconds); GOMAXPROCS=2 buys back
 // asynchronous progress (the role of ARMCI's data server thread) at the latency above.
 
+// limitProcs gives a rank that shares a machine with more ranks than it has CPUs (so not bound)
+// one Go processor once it has tcp devices, unless the user set GOMAXPROCS: with two, each tcp
+// frame that a waiting rank's progress call hands to its reader may wake a second thread, one
+// more to schedule on cores that every rank already competes for (CG class A over tcp, 4 ranks
+// on 2 cores, ran about a fifth faster with one). alone: the only rank of its process.
+func (r *Runtime) limitProcs(alone bool) {
+	if alone && len(r.progress) > 0 && r.machineRanks > runtime.NumCPU() && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 // procsFor is the GOMAXPROCS a rank bound to share CPUs sets, or 0 to leave it: no binding, or
 // the user set GOMAXPROCS (env: its value).
 func procsFor(share int, env string) int {

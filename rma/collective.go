@@ -52,7 +52,12 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 	need := min(len(buf), chunk)
 	if len(r.reduceBuf) < need {
 		r.reduceBuf = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
-		r.reduceMsg = alignedHeap((8 + need + 4095) &^ 4095)
+		for set := range r.reduceMsg {
+			if err := r.completeReduce(ctx, set); err != nil { // the puts of the old buffers
+				return err
+			}
+			r.reduceMsg[set] = alignedHeap((8 + need + 4095) &^ 4095)
+		}
 	}
 	acc := r.reduceBuf
 	mine := r.sys.local
@@ -60,7 +65,7 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 		part := buf[start:min(len(buf), start+chunk)]
 		set := r.collStep & 1
 		r.reduceCount[set]++ // what every rank's flag in this set counts once its chunk is in
-		if err := r.contribute(ctx, part); err != nil {
+		if err := r.contribute(ctx, part, set); err != nil {
 			return err
 		}
 		for p := 0; p < r.size; p++ {
@@ -79,11 +84,6 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 			reduceBytes(typ, op, acc[:len(part)], mine[o:o+len(part)])
 		}
 		finishReduce(typ, op, acc[:len(part)])
-		for _, h := range r.reduceHs { // complete long ago, as a rule: the others' flags came after
-			if err := h.Wait(ctx); err != nil {
-				return fmt.Errorf("rma: allreduce: %w", err)
-			}
-		}
 		copy(part, acc)
 		r.collStep++
 	}
@@ -99,26 +99,45 @@ var flagAdd = func() []byte {
 }()
 
 // contribute puts part, after a zero guard word, into slot[me] of every rank, then adds one to the
-// slot's flag word (see AllReduce). Its handles are left in r.reduceHs.
-func (r *Runtime) contribute(ctx context.Context, part []byte) error {
+// slot's flag word (see AllReduce). The puts are left in flight: the set's next contribution
+// completes them before it reuses their buffer (they complete long before, as a rule: the other
+// ranks' contributions to a later step come after they placed this one), and a parked wait for
+// each here would cost a scheduler round trip per put where ranks outnumber cores.
+func (r *Runtime) contribute(ctx context.Context, part []byte, set uint64) error {
+	if err := r.completeReduce(ctx, int(set)); err != nil {
+		return err
+	}
 	off, _ := r.slot(r.rank)
 	copy(r.sys.local[off:], part)
-	msg := r.reduceMsg[:8+len(part)]
+	msg := r.reduceMsg[set][:8+len(part)]
 	clear(msg[:8])
 	copy(msg[8:], part)
-	r.reduceHs = r.reduceHs[:0]
+	hs := r.reduceHs[set][:0]
+	defer func() { r.reduceHs[set] = hs }()
 	for k := 1; k < r.size; k++ {
 		p := (r.rank + k) % r.size // each rank starts with its next one
 		h, err := r.NbPut(ctx, msg, r.sys, p, off-8)
 		if err == nil {
-			r.reduceHs = append(r.reduceHs, h)
+			hs = append(hs, h)
 			h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, r.sys, p, off-slotHead)
 		}
 		if err != nil {
 			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 		}
-		r.reduceHs = append(r.reduceHs, h)
+		hs = append(hs, h)
 	}
+	return nil
+}
+
+// completeReduce waits for the puts of set's last contribution.
+func (r *Runtime) completeReduce(ctx context.Context, set int) error {
+	for i, h := range r.reduceHs[set] {
+		if err := h.Wait(ctx); err != nil {
+			r.reduceHs[set] = r.reduceHs[set][i+1:] // the rest: waited by the next call
+			return fmt.Errorf("rma: allreduce: an earlier contribution: %w", err)
+		}
+	}
+	r.reduceHs[set] = r.reduceHs[set][:0]
 	return nil
 }
 

@@ -186,11 +186,11 @@ type Runtime struct {
 	nextSeg int
 	live    map[int]*Segment
 
-	sys         *Segment  // barrier flags and collective scratch
-	reduceBuf   []byte    // AllReduce's aligned accumulator, grown on demand
-	reduceMsg   []byte    // AllReduce's chunk after its guard word (collective.go), grown on demand
-	reduceCount [2]uint64 // AllReduce's chunks so far in each scratch set
-	reduceHs    []*Handle // AllReduce's puts of one step
+	sys         *Segment     // barrier flags and collective scratch
+	reduceBuf   []byte       // AllReduce's aligned accumulator, grown on demand
+	reduceMsg   [2][]byte    // AllReduce's chunk after its guard word, per scratch set (collective.go)
+	reduceCount [2]uint64    // AllReduce's chunks so far in each scratch set
+	reduceHs    [2][]*Handle // the puts of each set's last AllReduce chunk, in flight
 	barrierID   uint64
 	barrierAlg  BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
 	node        nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)

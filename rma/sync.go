@@ -178,7 +178,10 @@ func (r *Runtime) disseminationBarrier(ctx context.Context, id uint64) error {
 // Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy. A
 // wait whose progress call woke a reader starts its yields over: a rank that serves other ranks'
 // operations while it waits (the target of a stream of puts, waiting in a barrier) keeps
-// answering them within a yield, where a sleeping one would answer a thread wake-up later.
+// answering them within a yield, where a sleeping one would answer a thread wake-up later. Where
+// ranks outnumber cores (spin budget 0) every yield makes the progress call: a yield there hands
+// the core to another rank for a while, and a frame that waited 16 of them waited for many
+// ranks' turns.
 func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 	return r.pollUntilProbe(ctx, cond, nil)
 }
@@ -210,7 +213,8 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 		if i%64 == 63 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if i%pollGoschedEvery == pollGoschedEvery-1 {
+		every := i%pollGoschedEvery == pollGoschedEvery-1
+		if every || r.spin == 0 && len(r.progress) > 0 {
 			woke := false
 			for _, pr := range r.progress {
 				woke = pr() || woke // readers parked while their frames arrived (tcp.Progress)
@@ -218,10 +222,12 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 			if woke {
 				i = 0 // frames are arriving: this rank serves them, so it keeps yielding
 			}
-			runtime.Gosched()
-		} else {
-			xunix.SchedYield()
+			if every || woke {
+				runtime.Gosched()
+				continue
+			}
 		}
+		xunix.SchedYield()
 	}
 	d := r.pollSleep
 	probed := time.Now()
