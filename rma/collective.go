@@ -37,9 +37,11 @@ const slotHead = 16
 // also adds zero to the guard word, so it overlaps the put and is applied after it — by program
 // order over shared memory, by the network channel's ordering of overlapping operations (one
 // queue pair) over the network — and as an atomic add it orders the data before the flag for the
-// rank that polls the flag (which never reads the guard). The slots of alternate chunks and calls alternate between two sets (see slot):
-// a rank writes step k+2's slots only after it has every rank's step k+1 contribution, which no
-// rank sends before it has read step k's.
+// rank that polls the flag (which never reads the guard). The slots of alternate chunks and calls
+// alternate between two sets (see slot): a rank writes step k+2's slots only after it has every
+// rank's step k+1 contribution, which no rank sends before it has read step k's. A call that
+// fails (ctx ended, a rank failed) leaves the collective state of the ranks apart: as with MPI,
+// no collective may follow it.
 func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []byte) error {
 	if err := r.check(); err != nil {
 		return err
