@@ -49,45 +49,82 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 	if err := checkReduce(typ, op, len(buf)); err != nil {
 		return err
 	}
-	_, slot := r.slot(0)
+	return r.allReduce(ctx, worldScratch{r}, &r.reduce, typ, op, buf)
+}
+
+// scratch is a set of ranks and their collective scratch, as AllReduce uses them: the world's
+// (worldScratch) or a group's (Group).
+type scratch interface {
+	// scratchMembers is the number of member ranks and this rank's index among them.
+	scratchMembers() (n, me int)
+	// scratchRank is the absolute rank of member k.
+	scratchRank(k int) int
+	// slot is the data area of member k's slot for the current step (see Runtime.slot).
+	slot(k int) (int, int)
+	// scratchSeg is the segment of the slots; scratchStep counts the collective steps so far.
+	scratchSeg() *Segment
+	scratchStep() *uint64
+}
+
+// worldScratch is every rank and the system segment's scratch.
+type worldScratch struct{ r *Runtime }
+
+func (w worldScratch) scratchMembers() (int, int) { return w.r.size, w.r.rank }
+func (w worldScratch) scratchRank(k int) int      { return k }
+func (w worldScratch) slot(k int) (int, int)      { return w.r.slot(k) }
+func (w worldScratch) scratchSeg() *Segment       { return w.r.sys }
+func (w worldScratch) scratchStep() *uint64       { return &w.r.collStep }
+
+// reduceState is AllReduce's state on one scratch: the accumulator, each set's last chunk after
+// its guard word with that chunk's puts in flight, and each set's chunks so far.
+type reduceState struct {
+	acc   []byte
+	msg   [2][]byte
+	hs    [2][]*Handle
+	count [2]uint64
+}
+
+// allReduce is AllReduce over the members of c, with st its state there (checked arguments).
+func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ AccType, op ReduceOp, buf []byte) error {
+	n, me := c.scratchMembers()
+	_, slot := c.slot(0)
 	chunk := slot &^ 15
 	need := min(len(buf), chunk)
-	if len(r.reduceBuf) < need {
-		r.reduceBuf = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
-		for set := range r.reduceMsg {
-			if err := r.completeReduce(ctx, set); err != nil { // the puts of the old buffers
+	if len(st.acc) < need {
+		st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+		for set := range st.msg {
+			if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
 				return err
 			}
-			r.reduceMsg[set] = alignedHeap((8 + need + 4095) &^ 4095)
+			st.msg[set] = alignedHeap((8 + need + 4095) &^ 4095)
 		}
 	}
-	acc := r.reduceBuf
-	mine := r.sys.local
+	mine := c.scratchSeg().Local()
 	for start := 0; start < len(buf); start += chunk {
 		part := buf[start:min(len(buf), start+chunk)]
-		set := r.collStep & 1
-		r.reduceCount[set]++ // what every rank's flag in this set counts once its chunk is in
-		if err := r.contribute(ctx, part, set); err != nil {
+		set := *c.scratchStep() & 1
+		st.count[set]++ // what every member's flag in this set counts once its chunk is in
+		if err := r.contribute(ctx, c, st, part, set); err != nil {
 			return err
 		}
-		for p := 0; p < r.size; p++ {
-			if p == r.rank {
+		for k := 0; k < n; k++ {
+			if k == me {
 				continue
 			}
-			o, _ := r.slot(p)
-			if err := r.awaitFlag(ctx, p, mine[o-slotHead:o-slotHead+8], r.reduceCount[set]); err != nil {
+			o, _ := c.slot(k)
+			if err := r.awaitFlag(ctx, c.scratchRank(k), mine[o-slotHead:o-slotHead+8], st.count[set]); err != nil {
 				return err
 			}
 		}
-		o0, _ := r.slot(0)
-		copy(acc, mine[o0:o0+len(part)])
-		for p := 1; p < r.size; p++ {
-			o, _ := r.slot(p)
-			reduceBytes(typ, op, acc[:len(part)], mine[o:o+len(part)])
+		o0, _ := c.slot(0)
+		copy(st.acc, mine[o0:o0+len(part)])
+		for k := 1; k < n; k++ {
+			o, _ := c.slot(k)
+			reduceBytes(typ, op, st.acc[:len(part)], mine[o:o+len(part)])
 		}
-		finishReduce(typ, op, acc[:len(part)])
-		copy(part, acc)
-		r.collStep++
+		finishReduce(typ, op, st.acc[:len(part)])
+		copy(part, st.acc)
+		*c.scratchStep()++
 	}
 	return nil
 }
@@ -100,28 +137,31 @@ var flagAdd = func() []byte {
 	return b
 }()
 
-// contribute puts part, after a zero guard word, into slot[me] of every rank, then adds one to the
-// slot's flag word (see AllReduce). The puts are left in flight: the set's next contribution
-// completes them before it reuses their buffer (they complete long before, as a rule: the other
-// ranks' contributions to a later step come after they placed this one), and a parked wait for
-// each here would cost a scheduler round trip per put where ranks outnumber cores.
-func (r *Runtime) contribute(ctx context.Context, part []byte, set uint64) error {
-	if err := r.completeReduce(ctx, int(set)); err != nil {
+// contribute puts part, after a zero guard word, into my slot of every member of c, then adds one
+// to the slot's flag word (see AllReduce). The puts are left in flight: the set's next
+// contribution completes them before it reuses their buffer (they complete long before, as a
+// rule: the other members' contributions to a later step come after they placed this one), and a
+// parked wait for each here would cost a scheduler round trip per put where ranks outnumber
+// cores.
+func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, part []byte, set uint64) error {
+	if err := st.complete(ctx, int(set)); err != nil {
 		return err
 	}
-	off, _ := r.slot(r.rank)
-	copy(r.sys.local[off:], part)
-	msg := r.reduceMsg[set][:8+len(part)]
+	n, me := c.scratchMembers()
+	seg := c.scratchSeg()
+	off, _ := c.slot(me)
+	copy(seg.Local()[off:], part)
+	msg := st.msg[set][:8+len(part)]
 	clear(msg[:8])
 	copy(msg[8:], part)
-	hs := r.reduceHs[set][:0]
-	defer func() { r.reduceHs[set] = hs }()
-	for k := 1; k < r.size; k++ {
-		p := (r.rank + k) % r.size // each rank starts with its next one
-		h, err := r.NbPut(ctx, msg, r.sys, p, off-8)
+	hs := st.hs[set][:0]
+	defer func() { st.hs[set] = hs }()
+	for k := 1; k < n; k++ {
+		p := c.scratchRank((me + k) % n) // each member starts with its next one
+		h, err := r.NbPut(ctx, msg, seg, p, off-8)
 		if err == nil {
 			hs = append(hs, h)
-			h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, r.sys, p, off-slotHead)
+			h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, seg, p, off-slotHead)
 		}
 		if err != nil {
 			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
@@ -131,15 +171,15 @@ func (r *Runtime) contribute(ctx context.Context, part []byte, set uint64) error
 	return nil
 }
 
-// completeReduce waits for the puts of set's last contribution.
-func (r *Runtime) completeReduce(ctx context.Context, set int) error {
-	for i, h := range r.reduceHs[set] {
+// complete waits for the puts of set's last contribution.
+func (st *reduceState) complete(ctx context.Context, set int) error {
+	for i, h := range st.hs[set] {
 		if err := h.Wait(ctx); err != nil {
-			r.reduceHs[set] = r.reduceHs[set][i+1:] // the rest: waited by the next call
+			st.hs[set] = st.hs[set][i+1:] // the rest: waited by the next call
 			return fmt.Errorf("rma: allreduce: an earlier contribution: %w", err)
 		}
 	}
-	r.reduceHs[set] = r.reduceHs[set][:0]
+	st.hs[set] = st.hs[set][:0]
 	return nil
 }
 

@@ -11,11 +11,18 @@ import (
 	"github.com/goarmci/goarmci/rma/rmatest"
 )
 
+// allReducer is the world (rma.Runtime) or a group (rma.Group).
+type allReducer interface {
+	Rank() int
+	Size() int
+	AllReduce(ctx context.Context, typ rma.AccType, op rma.ReduceOp, buf []byte) error
+}
+
 // allReduceBackToBack runs AllReduces of many lengths one after the other with no other
 // synchronization (one element, odd lengths, one larger than a scratch slot: several chunks), each
 // with values that depend on the call, and checks every element of every result: a contribution
 // read before it arrived, or from the wrong call, shows.
-func allReduceBackToBack(ctx context.Context, t testing.TB, rt *rma.Runtime, calls int) {
+func allReduceBackToBack(ctx context.Context, t testing.TB, rt allReducer, calls int) {
 	me, n := rt.Rank(), rt.Size()
 	lengths := []int{1, 2, 3, 17, 1000, 1, 300000} // int64 elements; the last spans several slots
 	for c := range calls {
@@ -35,13 +42,29 @@ func allReduceBackToBack(ctx context.Context, t testing.TB, rt *rma.Runtime, cal
 	}
 }
 
-// TestAllReduceBackToBack: jobs of 1–5 ranks over shared memory and over tcp, and three ranks over
+// TestAllReduceBackToBack: jobs of 1–5 ranks over shared memory and over tcp, a group of three of
+// four ranks (its calls between the world's), and three ranks over
 // tcp on two rails with three paths each under the even policy (a small operation may go on any
 // of six queue pairs: a flag that overtook its data would show).
 func TestAllReduceBackToBack(t *testing.T) {
 	for _, np := range []int{1, 2, 3, 5} {
 		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 			allReduceBackToBack(ctx, t, rt, 200)
+		})
+	}
+	// a group of three of four ranks, its AllReduces interleaved with the world's
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		t.Run(string(tr)+"/group", func(t *testing.T) {
+			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				g, err := rt.GroupCreate(ctx, []int{0, 2, 3})
+				require.NoError(t, err)
+				for range 3 {
+					if g.Rank() >= 0 {
+						allReduceBackToBack(ctx, t, g, 30)
+					}
+					allReduceBackToBack(ctx, t, rt, 10)
+				}
+			}, rmatest.Transport(tr))
 		})
 	}
 	t.Run("tcp/np3/rails2/paths3", func(t *testing.T) {

@@ -49,8 +49,8 @@ type Group struct {
 	me        int      // this rank's group rank, -1 outside the group
 	sys       *Segment // barrier flags and collective scratch; nil outside the group
 	barrierID uint64
-	collStep  uint64 // collective steps so far: the scratch set of the next
-	reduceBuf []byte
+	collStep  uint64      // collective steps so far: the scratch set of the next
+	reduce    reduceState // AllReduce's state on the group's scratch (collective.go)
 	freed     atomic.Bool
 }
 
@@ -413,13 +413,20 @@ func (g *Group) failedErr() error {
 	return nil
 }
 
-// slot is the collective scratch slot of group rank k in the group's system segment for the
-// current step (two sets of Size slots used by alternate steps, as Runtime.slot).
+// slot is the data area of group rank k's collective scratch slot in the group's system segment
+// for the current step (two sets of Size slots used by alternate steps, each after its flag and
+// guard words, as Runtime.slot).
 func (g *Group) slot(k int) (int, int) {
 	n := ((len(g.sys.local) - flagBytes) / (2 * len(g.members))) &^ 63
 	set := int(g.collStep & 1)
-	return flagBytes + (set*len(g.members)+k)*n, n
+	return flagBytes + (set*len(g.members)+k)*n + slotHead, n - slotHead
 }
+
+// The group's members and scratch, for AllReduce (scratch).
+func (g *Group) scratchMembers() (int, int) { return len(g.members), g.me }
+func (g *Group) scratchRank(k int) int      { return g.members[k] }
+func (g *Group) scratchSeg() *Segment       { return g.sys }
+func (g *Group) scratchStep() *uint64       { return &g.collStep }
 
 // spread puts part into slot[me] of every member k with to(k), then runs the group barrier.
 func (g *Group) spread(ctx context.Context, part []byte, to func(k int) bool) error {
@@ -449,8 +456,8 @@ func (g *Group) spread(ctx context.Context, part []byte, to func(k int) bool) er
 
 // AllReduce combines buf element-wise across the members with op and leaves the result in every
 // member's buf (armci_msg_group_gop, GA_Pgroup_dgop): Runtime.AllReduce among the members, on
-// the group's scratch; every member folds the contributions in group rank order, so the result
-// is identical on all of them. Collective over the members; buf has the same length on each.
+// the group's scratch (flag words, no barrier); every member folds the contributions in group
+// rank order, so the result is identical on all of them. Collective over the members; buf has the same length on each.
 //
 // Errors: ErrNotMember, ErrFreed, ErrType, ErrBadOp (nothing is sent), ErrPeerFailed (a member
 // failed), ctx's, transport errors.
@@ -461,30 +468,7 @@ func (g *Group) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []b
 	if err := checkReduce(typ, op, len(buf)); err != nil {
 		return err
 	}
-	_, slot := g.slot(0)
-	chunk := slot - slot%16
-	need := min(len(buf), chunk)
-	if len(g.reduceBuf) < need {
-		g.reduceBuf = alignedHeap((need + 4095) &^ 4095)
-	}
-	acc := g.reduceBuf
-	for start := 0; start < len(buf); start += chunk {
-		part := buf[start:min(len(buf), start+chunk)]
-		if err := g.spread(ctx, part, func(int) bool { return true }); err != nil {
-			return err
-		}
-		mine := g.sys.local
-		o0, _ := g.slot(0)
-		copy(acc, mine[o0:o0+len(part)])
-		for k := 1; k < len(g.members); k++ {
-			o, _ := g.slot(k)
-			reduceBytes(typ, op, acc[:len(part)], mine[o:o+len(part)])
-		}
-		finishReduce(typ, op, acc[:len(part)])
-		copy(part, acc)
-		g.collStep++
-	}
-	return nil
+	return g.rt.allReduce(ctx, g, &g.reduce, typ, op, buf)
 }
 
 // Broadcast copies the buf of group rank root into every member's buf (armci_msg_group_bcast,

@@ -186,21 +186,18 @@ type Runtime struct {
 	nextSeg int
 	live    map[int]*Segment
 
-	sys         *Segment     // barrier flags and collective scratch
-	reduceBuf   []byte       // AllReduce's aligned accumulator, grown on demand
-	reduceMsg   [2][]byte    // AllReduce's chunk after its guard word, per scratch set (collective.go)
-	reduceCount [2]uint64    // AllReduce's chunks so far in each scratch set
-	reduceHs    [2][]*Handle // the puts of each set's last AllReduce chunk, in flight
-	barrierID   uint64
-	barrierAlg  BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
-	node        nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)
-	sig         signals    // the barriers' signals to network peers in flight (signal.go)
-	bq          *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
-	collStep    uint64     // collective steps so far: the scratch set of the next (collective.go)
-	mutexes     *Segment
-	notify      *Segment // word p of my part: notifies received from rank p (notify.go)
-	notified    []int64  // per rank: notifies this rank sent to it
-	awaited     []int64  // per rank: notifies from it this rank has waited for
+	sys        *Segment    // barrier flags and collective scratch
+	reduce     reduceState // AllReduce's state on the system segment's scratch (collective.go)
+	barrierID  uint64
+	barrierAlg BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
+	node       nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)
+	sig        signals    // the barriers' signals to network peers in flight (signal.go)
+	bq         *barrierQP // RGM's and BarrierMessage's UD queue pair, or nil (barrier_rgm.go)
+	collStep   uint64     // collective steps so far: the scratch set of the next (collective.go)
+	mutexes    *Segment
+	notify     *Segment // word p of my part: notifies received from rank p (notify.go)
+	notified   []int64  // per rank: notifies this rank sent to it
+	awaited    []int64  // per rank: notifies from it this rank has waited for
 
 	finalized atomic.Bool
 	closers   []func() error
