@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // slot returns the data area of rank p's collective scratch slot in the system segment (offset,
@@ -112,8 +110,9 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 				continue
 			}
 			o, _ := c.slot(k)
-			if err := r.awaitFlag(ctx, c.scratchRank(k), mine[o-slotHead:o-slotHead+8], st.count[set]); err != nil {
-				return err
+			p := c.scratchRank(k)
+			if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set]); err != nil {
+				return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 			}
 		}
 		o0, _ := c.slot(0)
@@ -180,25 +179,6 @@ func (st *reduceState) complete(ctx context.Context, set int) error {
 		}
 	}
 	st.hs[set] = st.hs[set][:0]
-	return nil
-}
-
-// awaitFlag waits until rank p's flag word counts want chunks (or p failed).
-func (r *Runtime) awaitFlag(ctx context.Context, p int, word []byte, want uint64) error {
-	arrived := func() bool {
-		v, _ := accum.Load64(word)
-		return v >= want
-	}
-	if arrived() {
-		return nil
-	}
-	err := r.pollUntilProbe(ctx, func() bool { return arrived() || r.failedErr(p) != nil }, r.liveness(ctx, p))
-	if err == nil && !arrived() {
-		err = r.failedErr(p)
-	}
-	if err != nil {
-		return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
-	}
 	return nil
 }
 

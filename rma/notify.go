@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/internal/accum"
 )
 
 // Notify tells rank proc that every operation this rank issued to it so far is complete at proc
@@ -34,16 +33,7 @@ func (r *Runtime) NotifyWait(ctx context.Context, proc int) (int64, error) {
 		return 0, err
 	}
 	want := r.awaited[proc] + 1
-	word := r.notify.local[8*proc : 8*proc+8]
-	arrived := func() bool {
-		v, _ := accum.Load64(word)
-		return int64(v) >= want
-	}
-	err := r.pollUntilProbe(ctx, func() bool { return arrived() || r.failedErr(proc) != nil }, r.liveness(ctx, proc))
-	if err == nil && !arrived() {
-		err = r.failedErr(proc)
-	}
-	if err != nil {
+	if err := r.awaitCount(ctx, proc, r.notify.local[8*proc:8*proc+8], uint64(want)); err != nil {
 		return 0, fmt.Errorf("rma: notify wait for rank %d: %w", proc, err)
 	}
 	r.awaited[proc] = want

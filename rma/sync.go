@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/internal/accum"
 	"github.com/goarmci/goarmci/internal/xunix"
 )
 
@@ -245,6 +246,24 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 		}
 	}
 	return nil
+}
+
+// awaitCount waits until the counter word, which rank p advances (a notify or an AllReduce
+// flag), reaches want, polling with probes of p; errors: p's failure (ErrPeerFailed),
+// ErrPartition, ctx's.
+func (r *Runtime) awaitCount(ctx context.Context, p int, word []byte, want uint64) error {
+	arrived := func() bool {
+		v, _ := accum.Load64(word)
+		return v >= want
+	}
+	if arrived() {
+		return nil
+	}
+	err := r.pollUntilProbe(ctx, func() bool { return arrived() || r.failedErr(p) != nil }, r.liveness(ctx, p))
+	if err == nil && !arrived() {
+		err = r.failedErr(p)
+	}
+	return err
 }
 
 // probeEvery is how often a barrier that has backed off to sleeps probes the rank it waits for.
