@@ -35,14 +35,19 @@ import (
 // scheduler's preemption of its computation (some milliseconds); GOMAXPROCS=2 buys back
 // asynchronous progress (the role of ARMCI's data server thread) at the latency above.
 
-// limitProcs gives a rank that shares a machine with more ranks than it has CPUs (so not bound)
-// one Go processor once it has tcp devices, unless the user set GOMAXPROCS: with two, each tcp
-// frame that a waiting rank's progress call hands to its reader may wake a second thread, one
-// more to schedule on cores that every rank already competes for (CG class A over tcp, 4 ranks
-// on 2 cores, ran about a fifth faster with one). alone: the only rank of its process.
-func (r *Runtime) limitProcs(alone bool) {
-	if alone && len(r.progress) > 0 && r.machineRanks > runtime.NumCPU() && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
+// tcpProcs decides, once the tcp devices are open, for a rank whose machine has more ranks than
+// CPUs (so it is not bound): its waits make the progress calls on every yield (pollUntil), and,
+// the only rank of its process (alone), it runs one Go processor unless the user set GOMAXPROCS:
+// with two, each tcp frame that a waiting rank's progress call hands to its reader may wake a
+// second thread, one more to schedule on cores that every rank already competes for (CG class A
+// over tcp, 4 ranks on 2 cores, ran about a fifth faster with one).
+func (r *Runtime) tcpProcs(alone bool) {
+	if len(r.progress) == 0 || r.machineRanks <= runtime.NumCPU() {
+		return
+	}
+	r.progressEachYield = r.spin == 0
+	if n := procsFor(1, os.Getenv("GOMAXPROCS")); alone && n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 }
 

@@ -170,7 +170,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		if err := r.openNetPath(); err != nil {
 			return nil, fmt.Errorf("rma: init: network: %w", err)
 		}
-		r.limitProcs(alone)
+		r.tcpProcs(alone)
 	}
 	// 3. Connections: one RC channel per peer on its network.
 	if err := r.connect(ctx); err != nil {

@@ -215,7 +215,7 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 			return ctx.Err()
 		}
 		every := i%pollGoschedEvery == pollGoschedEvery-1
-		if every || r.spin == 0 && len(r.progress) > 0 {
+		if every || r.progressEachYield {
 			woke := false
 			for _, pr := range r.progress {
 				woke = pr() || woke // readers parked while their frames arrived (tcp.Progress)
