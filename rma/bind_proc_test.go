@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func runBindJob(t *testing.T, userProcs string) [2]string {
 		c.Env = append(testutil.CleanEnv(), bindChildEnv+"=1", "GOARMCI_BIND=auto",
 			"SLURM_PROCID="+strconv.Itoa(r), "SLURM_NTASKS=2", "SLURM_JOB_ID="+job, "SLURM_STEP_ID="+step,
 			"GOARMCI_RDV="+addr)
-		c.Env = slicesWithout(c.Env, "GOMAXPROCS=")
+		c.Env = slices.DeleteFunc(c.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
 		if userProcs != "" {
 			c.Env = append(c.Env, "GOMAXPROCS="+userProcs)
 		}
@@ -85,17 +86,6 @@ func runBindJob(t *testing.T, userProcs string) [2]string {
 		require.NoError(t, err, "rank %d: %s", r, res[r])
 	}
 	return res
-}
-
-// slicesWithout is env without the variables that start with prefix.
-func slicesWithout(env []string, prefix string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // bindChild is one rank of TestBoundRankProcessors: it reports its processors and CPUs after Init.

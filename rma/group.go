@@ -457,7 +457,8 @@ func (g *Group) spread(ctx context.Context, part []byte, to func(k int) bool) er
 // AllReduce combines buf element-wise across the members with op and leaves the result in every
 // member's buf (armci_msg_group_gop, GA_Pgroup_dgop): Runtime.AllReduce among the members, on
 // the group's scratch (flag words, no barrier); every member folds the contributions in group
-// rank order, so the result is identical on all of them. Collective over the members; buf has the same length on each.
+// rank order, so the result is identical on all of them. Collective over the members; buf has the
+// same length on each.
 //
 // Errors: ErrNotMember, ErrFreed, ErrType, ErrBadOp (nothing is sent), ErrPeerFailed (a member
 // failed), ctx's, transport errors.

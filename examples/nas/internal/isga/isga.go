@@ -310,14 +310,8 @@ func (s *sorter) plan() error {
 	s.start[s.nb] = pos
 	// bucket b goes to the rank whose share holds start[b]; start and the shares ascend, so each
 	// rank gets a contiguous range of buckets
-	owner := 0
 	for b := 0; b < s.nb; b++ {
-		for r := owner + 1; r < s.size; r++ {
-			if s.blockLo[r] >= 0 && s.blockLo[r] <= s.start[b] {
-				owner = r
-			}
-		}
-		s.dest[b] = int32(owner)
+		s.dest[b] = int32(s.ownerOf(s.start[b]))
 	}
 	d := 0
 	for b := 0; b <= s.nb; b++ {
