@@ -51,8 +51,8 @@ func (r *Runtime) tcpProcs(alone bool) {
 	}
 }
 
-// procsFor is the GOMAXPROCS a rank bound to share CPUs sets, or 0 to leave it: no binding, or
-// the user set GOMAXPROCS (env: its value).
+// procsFor is the GOMAXPROCS a rank that should run share processors (its binding's CPUs, or 1:
+// tcpProcs) sets, or 0 to leave it: no share, or the user set GOMAXPROCS (env: its value).
 func procsFor(share int, env string) int {
 	if share < 1 || env != "" {
 		return 0
