@@ -36,8 +36,8 @@ import (
 // asynchronous progress (the role of ARMCI's data server thread) at the latency above.
 
 // tcpProcs decides, once the tcp devices are open, for a rank whose machine has more ranks than
-// CPUs (so it is not bound): its waits make the progress calls on every yield (pollUntil), and,
-// the only rank of its process (alone), it runs one Go processor unless the user set GOMAXPROCS:
+// CPUs (so it is not bound): the only rank of its process (alone), it runs one Go processor
+// unless the user set GOMAXPROCS:
 // with two, each tcp frame that a waiting rank's progress call hands to its reader may wake a
 // second thread, one more to schedule on cores that every rank already competes for (CG class A
 // over tcp, 4 ranks on 2 cores, ran about a fifth faster with one).
@@ -45,7 +45,6 @@ func (r *Runtime) tcpProcs(alone bool) {
 	if len(r.progress) == 0 || r.machineRanks <= runtime.NumCPU() {
 		return
 	}
-	r.progressEachYield = r.spin == 0
 	if n := procsFor(1, os.Getenv("GOMAXPROCS")); alone && n > 0 {
 		runtime.GOMAXPROCS(n)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
+	"slices"
 )
 
 // slot returns the data area of rank p's collective scratch slot in the system segment (offset,
@@ -80,6 +82,32 @@ type reduceState struct {
 	msg   [2][]byte
 	hs    [2][]*Handle
 	count [2]uint64
+	// doubling is the algorithm, chosen when the scratch is set up (reduceByDoubling): recursive
+	// doubling, else every member puts its chunk to every other.
+	doubling bool
+}
+
+// reduceByDoubling reports whether an AllReduce among the members of c runs by recursive
+// doubling: where more than two members and some member is reached over the network. There a
+// member receives ⌈log2 n⌉ chunks in as many rounds instead of n−1 at once, and each chunk costs
+// the receiving process a turn on a core to place it (its reader's): ranks that share cores wait
+// for each other's turns n−1 times a step. Over shared memory the direct exchange stays: one
+// round of copies, and no process has to run for another's chunk to land. Every member decides
+// the same, from the configuration and the node layout agreed at Init.
+func (r *Runtime) reduceByDoubling(c scratch) bool {
+	n, _ := c.scratchMembers()
+	if n <= 2 {
+		return false
+	}
+	if r.cfg.Transport == TransportTCP {
+		return true
+	}
+	for k := range n {
+		if !slices.Contains(r.node.members, c.scratchRank(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // allReduce is AllReduce over the members of c, with st its state there (checked arguments).
@@ -94,14 +122,21 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 			if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
 				return err
 			}
-			st.msg[set] = alignedHeap((8 + need + 4095) &^ 4095)
+			st.msg[set] = alignedHeap((msgBufs(n)*msgStride(need) + 4095) &^ 4095)
 		}
 	}
 	mine := c.scratchSeg().Local()
 	for start := 0; start < len(buf); start += chunk {
 		part := buf[start:min(len(buf), start+chunk)]
 		set := *c.scratchStep() & 1
-		st.count[set]++ // what every member's flag in this set counts once its chunk is in
+		st.count[set]++ // what every sender's flag in this set counts once its chunk is in
+		if st.doubling {
+			if err := r.reduceDoubling(ctx, c, st, typ, op, part, int(set)); err != nil {
+				return err
+			}
+			*c.scratchStep()++
+			continue
+		}
 		if err := r.contribute(ctx, c, st, part, set); err != nil {
 			return err
 		}
@@ -111,7 +146,7 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 			}
 			o, _ := c.slot(k)
 			p := c.scratchRank(k)
-			if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set]); err != nil {
+			if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], nil); err != nil {
 				return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 			}
 		}
@@ -147,26 +182,141 @@ func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, pa
 		return err
 	}
 	n, me := c.scratchMembers()
-	seg := c.scratchSeg()
 	off, _ := c.slot(me)
-	copy(seg.Local()[off:], part)
+	copy(c.scratchSeg().Local()[off:], part)
 	msg := st.msg[set][:8+len(part)]
 	clear(msg[:8])
 	copy(msg[8:], part)
-	hs := st.hs[set][:0]
-	defer func() { st.hs[set] = hs }()
 	for k := 1; k < n; k++ {
-		p := c.scratchRank((me + k) % n) // each member starts with its next one
-		h, err := r.NbPut(ctx, msg, seg, p, off-8)
-		if err == nil {
-			hs = append(hs, h)
-			h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, seg, p, off-slotHead)
+		if err := r.putChunk(ctx, c, st, int(set), (me+k)%n, msg); err != nil { // each member starts with its next one
+			return err
 		}
-		if err != nil {
+	}
+	return nil
+}
+
+// putChunk puts msg (a zero guard word, then the chunk) into my slot of member k, then adds one
+// to that slot's flag word, leaving both in flight in st.hs[set] (see AllReduce).
+func (r *Runtime) putChunk(ctx context.Context, c scratch, st *reduceState, set, k int, msg []byte) error {
+	_, me := c.scratchMembers()
+	off, _ := c.slot(me)
+	seg, p := c.scratchSeg(), c.scratchRank(k)
+	h, err := r.NbPut(ctx, msg, seg, p, off-8)
+	if err == nil {
+		st.hs[set] = append(st.hs[set], h)
+		h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, seg, p, off-slotHead)
+	}
+	if err != nil {
+		return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+	}
+	st.hs[set] = append(st.hs[set], h)
+	return nil
+}
+
+// msgStride is the bytes of one message buffer of a chunk of need bytes: its guard word and the
+// chunk, rounded to a cache line.
+func msgStride(need int) int { return (8 + need + 63) &^ 63 }
+
+// msgBufs is how many message buffers a step of an AllReduce among n members fills: one per
+// round of recursive doubling, and one for the result sent back to a member folded in.
+func msgBufs(n int) int { return bits.Len(uint(n)) + 1 }
+
+// reduceDoubling is one step of AllReduce by recursive doubling among the members of c
+// (MPICH's algorithm for short vectors, [Thakur05 §4.4]): with m the largest power of two up to
+// n and rem = n − m, each even member below 2·rem first puts its chunk to the odd member after it
+// and waits for that member's result; the others run log2 m rounds, in round j exchanging their
+// partial results with the member whose index among them differs in bit j, then the odd members
+// below 2·rem put the result back. Each pair of partners folds the lower member's partial first,
+// so every member ends with the same bits. Every message is a chunk put into the sender's slot
+// at the receiver followed by the flag's accumulate (putChunk); a member receives from each
+// sender at most once a step, so the slot of the sender is free.
+func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState, typ AccType, op ReduceOp, part []byte, set int) error {
+	if err := st.complete(ctx, set); err != nil {
+		return err
+	}
+	n, me := c.scratchMembers()
+	acc := st.acc[:len(part)]
+	copy(acc, part)
+	mine := c.scratchSeg().Local()
+	stride := msgStride(len(part))
+	// a member waits for the partners of its rounds only, which may wait for a failed member
+	// it never hears from: every wait ends with any member's failure
+	failed := func() error {
+		if r.anyFailedErr() == nil {
+			return nil
+		}
+		for k := range n {
+			if err := r.failedErr(c.scratchRank(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sends := 0
+	send := func(k int) error {
+		msg := st.msg[set][sends*stride : sends*stride+8+len(part)]
+		sends++
+		clear(msg[:8])
+		copy(msg[8:], acc)
+		return r.putChunk(ctx, c, st, set, k, msg)
+	}
+	// recv waits for member k's chunk and folds it into acc, the lower member's first.
+	recv := func(k int) error {
+		o, _ := c.slot(k)
+		p := c.scratchRank(k)
+		if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], failed); err != nil {
 			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 		}
-		hs = append(hs, h)
+		in := mine[o : o+len(part)]
+		if k < me {
+			reduceBytes(typ, op, in, acc) // the slot is this rank's until k's next step in this set
+			copy(acc, in)
+		} else {
+			reduceBytes(typ, op, acc, in)
+		}
+		return nil
 	}
+	m := 1 << (bits.Len(uint(n)) - 1)
+	rem := n - m
+	if me < 2*rem && me%2 == 0 { // folded into me+1
+		if err := send(me + 1); err != nil {
+			return err
+		}
+		o, _ := c.slot(me + 1)
+		p := c.scratchRank(me + 1)
+		if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], failed); err != nil {
+			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+		}
+		copy(part, mine[o:o+len(part)])
+		return nil
+	}
+	vr := me - rem // index among the m members of the rounds
+	if me < 2*rem {
+		if err := recv(me - 1); err != nil {
+			return err
+		}
+		vr = me / 2
+	}
+	for bit := 1; bit < m; bit <<= 1 {
+		vp := vr ^ bit
+		k := vp + rem
+		if vp < rem {
+			k = 2*vp + 1
+		}
+		if err := send(k); err != nil {
+			return err
+		}
+		if err := recv(k); err != nil {
+			return err
+		}
+	}
+	finishReduce(typ, op, acc)
+	if me < 2*rem {
+		if err := send(me - 1); err != nil {
+			return err
+		}
+	}
+	copy(part, acc)
 	return nil
 }
 

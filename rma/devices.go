@@ -188,6 +188,12 @@ func (r *Runtime) addEndpoint(kind Transport, ep *hybridft.Endpoint, alloc func(
 		// parks
 		r.progress = append(r.progress, pr)
 		n.SetProgress(pr, r.tcpPoll())
+		if r.arrived == nil {
+			r.arrived = make(chan struct{}, 1)
+		}
+		if err := tcp.OnArrival(ep.Dev, r.onArrival); err != nil {
+			return err
+		}
 	}
 	r.nets = append(r.nets, &network{kind: kind, dev: ep.Dev, ep: ep, eps: eps, net: n, alloc: alloc})
 	return nil

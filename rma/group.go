@@ -120,6 +120,7 @@ func (r *Runtime) GroupCreate(ctx context.Context, ranks []int) (*Group, error) 
 		return nil, err
 	}
 	g.sys = part
+	g.reduce.doubling = r.reduceByDoubling(g)
 	return g, nil
 }
 

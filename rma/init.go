@@ -197,6 +197,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}
 	r.chooseBarrierAlg(ids)
+	r.reduce.doubling = r.reduceByDoubling(worldScratch{r})
 	if err := r.boot.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("rma: init: %w", err)
 	}

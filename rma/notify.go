@@ -33,7 +33,7 @@ func (r *Runtime) NotifyWait(ctx context.Context, proc int) (int64, error) {
 		return 0, err
 	}
 	want := r.awaited[proc] + 1
-	if err := r.awaitCount(ctx, proc, r.notify.local[8*proc:8*proc+8], uint64(want)); err != nil {
+	if err := r.awaitCount(ctx, proc, r.notify.local[8*proc:8*proc+8], uint64(want), nil); err != nil {
 		return 0, fmt.Errorf("rma: notify wait for rank %d: %w", proc, err)
 	}
 	r.awaited[proc] = want

@@ -173,9 +173,10 @@ type Runtime struct {
 	syncWaitNS   atomic.Int64  // statistics: time in synchronization waits (barriers, fences, locks, notify)
 	yields       int           // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 	progress     []func() bool // the tcp devices' progress calls, made between a wait's yields (yieldUntil)
-	// progressEachYield: a wait makes the progress calls on every yield, not every
-	// pollGoschedEvery (tcp devices and more ranks than cores: tcpProcs)
-	progressEachYield bool
+	// arrived wakes a wait parked in yieldUntil's last stage when a tcp device's reader has
+	// delivered frames (onArrival; nil without tcp devices); parkers counts the parked waits.
+	arrived chan struct{}
+	parkers atomic.Int32
 	// a wait's sleeps between polls, from pollSleep doubling to pollSleepMax: pollSleepFirst and
 	// pollSleepLast, or Config.NetworkPoll for both on a given device (init.go)
 	pollSleep, pollSleepMax time.Duration

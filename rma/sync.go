@@ -176,13 +176,13 @@ func (r *Runtime) disseminationBarrier(ctx context.Context, id uint64) error {
 // busy that thread takes the core from the rank being waited for. The occasional Gosched keeps
 // ranks that are goroutines of one process (tests) and the tcp reader goroutines making progress;
 // before it, the tcp devices' progress calls wake the readers whose sockets have data, which the
-// Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy. A
-// wait whose progress call woke a reader starts its yields over: a rank that serves other ranks'
-// operations while it waits (the target of a stream of puts, waiting in a barrier) keeps
-// answering them within a yield, where a sleeping one would answer a thread wake-up later. Where
-// ranks outnumber cores (spin budget 0) every yield makes the progress call: a yield there hands
-// the core to another rank for a while, and a frame that waited 16 of them waited for many
-// ranks' turns.
+// Go scheduler would otherwise leave parked while this wait keeps the rank's processor busy: a
+// wait with tcp devices makes the calls once every pollProgressEvery polls of its spin and on
+// every yield. A wait whose progress call woke a reader hands it the processor (Gosched) and
+// starts its yields over: a rank that serves other ranks' operations while it waits (the target
+// of a stream of puts, waiting in a barrier) keeps answering them within a yield, where a
+// sleeping one would answer a thread wake-up later. The sleeps at the end park (park): a
+// tcp reader that delivers frames ends them at once.
 func (r *Runtime) pollUntil(ctx context.Context, cond func() bool) error {
 	return r.pollUntilProbe(ctx, cond, nil)
 }
@@ -201,8 +201,20 @@ func (r *Runtime) pollUntilProbe(ctx context.Context, cond func() bool, probe fu
 		if cond() {
 			return nil
 		}
+		if i%pollProgressEvery == pollProgressEvery-1 && r.progressCall() {
+			runtime.Gosched() // a reader woke: it places its frames
+		}
 	}
 	return r.yieldUntil(ctx, cond, probe)
+}
+
+// progressCall makes the tcp devices' progress calls and reports whether one woke a reader.
+func (r *Runtime) progressCall() bool {
+	woke := false
+	for _, pr := range r.progress {
+		woke = pr() || woke // readers parked while their frames arrived (tcp.Progress)
+	}
+	return woke
 }
 
 // yieldUntil is pollUntilProbe after its spin: the yields, then the sleeps with probes.
@@ -214,29 +226,25 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 		if i%64 == 63 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		every := i%pollGoschedEvery == pollGoschedEvery-1
-		if every || r.progressEachYield {
-			woke := false
-			for _, pr := range r.progress {
-				woke = pr() || woke // readers parked while their frames arrived (tcp.Progress)
-			}
-			if woke {
-				i = 0 // frames are arriving: this rank serves them, so it keeps yielding
-			}
-			if every || woke {
-				runtime.Gosched()
-				continue
-			}
+		if r.progressCall() {
+			i = 0 // frames are arriving: this rank serves them, so it keeps yielding
+			runtime.Gosched()
+			continue
+		}
+		if i%pollGoschedEvery == pollGoschedEvery-1 {
+			runtime.Gosched()
+			continue
 		}
 		xunix.SchedYield()
 	}
 	d := r.pollSleep
 	probed := time.Now()
+	var t *time.Timer
 	for !cond() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		time.Sleep(d)
+		r.park(ctx, cond, d, &t)
 		d = min(2*d, r.pollSleepMax)
 		if probe != nil && time.Since(probed) >= probeEvery {
 			if err := probe(); err != nil {
@@ -248,10 +256,46 @@ func (r *Runtime) yieldUntil(ctx context.Context, cond func() bool, probe func()
 	return nil
 }
 
+// park is yieldUntil's sleep of d: without tcp devices a plain sleep; with them the wait also
+// ends when a reader has delivered frames (onArrival), so that a wait for the network costs no
+// core while it waits and a wake-up when its frame comes, not a timer's period later. t is the
+// caller's timer, made on first use.
+func (r *Runtime) park(ctx context.Context, cond func() bool, d time.Duration, t **time.Timer) {
+	if r.arrived == nil {
+		time.Sleep(d)
+		return
+	}
+	r.parkers.Add(1)
+	defer r.parkers.Add(-1)
+	if cond() { // frames delivered before this wait was counted did not wake it
+		return
+	}
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-r.arrived:
+	case <-(*t).C:
+	case <-ctx.Done():
+	}
+}
+
+// onArrival is the tcp devices' arrival hook (tcp.OnArrival): it wakes a parked wait, if any.
+func (r *Runtime) onArrival() {
+	if r.parkers.Load() > 0 {
+		select {
+		case r.arrived <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // awaitCount waits until the counter word, which rank p advances (a notify or an AllReduce
-// flag), reaches want, polling with probes of p; errors: p's failure (ErrPeerFailed),
-// ErrPartition, ctx's.
-func (r *Runtime) awaitCount(ctx context.Context, p int, word []byte, want uint64) error {
+// flag), reaches want, polling with probes of p; it ends with failed's error when failed reports
+// one first (nil: p's failure). Errors: a failure (ErrPeerFailed), ErrPartition, ctx's.
+func (r *Runtime) awaitCount(ctx context.Context, p int, word []byte, want uint64, failed func() error) error {
 	arrived := func() bool {
 		v, _ := accum.Load64(word)
 		return v >= want
@@ -259,9 +303,12 @@ func (r *Runtime) awaitCount(ctx context.Context, p int, word []byte, want uint6
 	if arrived() {
 		return nil
 	}
-	err := r.pollUntilProbe(ctx, func() bool { return arrived() || r.failedErr(p) != nil }, r.liveness(ctx, p))
+	if failed == nil {
+		failed = func() error { return r.failedErr(p) }
+	}
+	err := r.pollUntilProbe(ctx, func() bool { return arrived() || failed() != nil }, r.liveness(ctx, p))
 	if err == nil && !arrived() {
-		err = r.failedErr(p)
+		err = failed()
 	}
 	return err
 }
@@ -296,7 +343,10 @@ const (
 const (
 	pollYields       = 4096 + 64
 	pollGoschedEvery = 16
-	pollSpins        = 1 << 9
+	// pollProgressEvery: a spinning wait makes the progress calls once in so many polls (a
+	// poll(2) each: a frame waits some microseconds, not the whole spin, for its reader).
+	pollProgressEvery = 16
+	pollSpins         = 1 << 9
 )
 
 // spinBudget is the number of polls a wait spins before it yields: pollSpins when the ranks on

@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/ibv"
+	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -156,6 +157,7 @@ type Engine struct {
 
 	kick    chan struct{}
 	ticking atomic.Bool // the timer loop ticks every cfg.Tick (no kick needed)
+	arrival atomic.Pointer[func()] // SetArrival's hook, called at the end of every batch
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -305,7 +307,8 @@ func (e *Engine) deliver(b *Batch, p *wire.Packet, link Link) {
 	}
 }
 
-// EndBatch sends the ACKs deferred during a batch of Deliver calls.
+// EndBatch sends the ACKs deferred during a batch of Deliver calls, then calls the arrival
+// hook (SetArrival).
 func (e *Engine) EndBatch(b *Batch) {
 	if b == nil {
 		return
@@ -315,6 +318,33 @@ func (e *Engine) EndBatch(b *Batch) {
 		b.qps[i] = nil
 	}
 	b.qps = b.qps[:0]
+	if f := e.arrival.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// SetArrival sets the function the device's receive loops call after each batch of packets
+// they delivered (EndBatch): a consumer that parks while it waits for memory or completions
+// the packets change learns that it may look again. f runs on the receive loop's goroutine and
+// must not block; nil removes it.
+func (e *Engine) SetArrival(f func()) {
+	if f == nil {
+		e.arrival.Store(nil)
+		return
+	}
+	e.arrival.Store(&f)
+}
+
+// SetArrivalOf is SetArrival on the engine of network device dev (a tcp, udp or fabric device);
+// prov names the caller's provider in errors. Errors wrap ibv.ErrInvalidArgument (dev has no
+// engine).
+func SetArrivalOf(prov string, dev *ibv.Context, f func()) error {
+	d, ok := provider.DeviceDriver(dev).(interface{ Engine() *Engine })
+	if !ok {
+		return fmt.Errorf("%s: %w: %T is not a network device", prov, ibv.ErrInvalidArgument, provider.DeviceDriver(dev))
+	}
+	d.Engine().SetArrival(f)
+	return nil
 }
 
 // timeoutNS converts an IB local ACK timeout exponent (4.096 µs·2^t) to ns with the engine's

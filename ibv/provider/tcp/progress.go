@@ -159,3 +159,14 @@ func Progress(dev *ibv.Context) (func() bool, error) {
 	}
 	return d.progress, nil
 }
+
+// OnArrival sets f as the function tcp device dev's stream readers call after each batch of
+// frames they handed to the engine (nil: none): a consumer that parks while it waits for what
+// the frames change (rma's waits) is woken by it instead of by a timer. f runs on a reader's
+// goroutine and must not block. Errors wrap ibv.ErrInvalidArgument (not a tcp device).
+func OnArrival(dev *ibv.Context, f func()) error {
+	if _, err := engine.DriverOf[*driver]("tcp", dev); err != nil {
+		return err
+	}
+	return engine.SetArrivalOf("tcp", dev, f)
+}

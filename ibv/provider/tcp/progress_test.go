@@ -150,3 +150,31 @@ func postPoll(s *side, wr ibv.SendWR, progress func() bool) (ibv.WC, error) {
 	}
 	return wc[0], nil
 }
+
+// The arrival hook runs after the frames that change a consumer's memory were delivered: each
+// side's hook has run by the time the other side's writes into it completed and were read back
+// (the writes are acknowledged from the batch whose end calls the hook; nothing here is timed,
+// the hook's channel is waited for). A device of another provider is refused.
+func TestOnArrival(t *testing.T) {
+	cfg := Config{TimeoutFloor: 200 * time.Millisecond}
+	da, db := open(t, 1, cfg), open(t, 1, cfg)
+	var calls [2]atomic.Uint64
+	arrived := [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	for i, dev := range []*ibv.Context{da, db} {
+		require.NoError(t, OnArrival(dev, func() {
+			calls[i].Add(1)
+			select {
+			case arrived[i] <- struct{}{}:
+			default:
+			}
+		}))
+	}
+	x, y := connect(t, da, db, 1<<20, false, 7)
+	bothWays(t, x, y, func(s, peer *side, i int) error { return consumerTraffic(s, peer, byte(i+1), nil) })
+	for i := range arrived {
+		<-arrived[i] // the test's deadline ends a hook that never runs
+		require.NotZero(t, calls[i].Load())
+	}
+	require.NoError(t, OnArrival(da, nil))
+	require.ErrorIs(t, OnArrival(&ibv.Context{}, func() {}), ibv.ErrInvalidArgument)
+}
