@@ -603,3 +603,26 @@ func TestOverNetwork(t *testing.T) {
 			rmatest.Hosts(func(rank int) string { return fmt.Sprintf("node%d", rank/2) }))
 	})
 }
+
+// AllGather gathers rank p's p+1 elements (element offsets) into every rank's buffer.
+func TestAllGather(t *testing.T) {
+	acrossJobs(t, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+		me, np := rt.Rank(), rt.Size()
+		offs := make([]int, np+1)
+		for p := range np {
+			offs[p+1] = offs[p] + p + 1
+		}
+		buf := make([]float64, offs[np])
+		for i := offs[me]; i < offs[me+1]; i++ {
+			buf[i] = float64(100*me + i)
+		}
+		require.NoError(t, AllGather(ctx, rt, buf, offs))
+		for p := range np {
+			for i := offs[p]; i < offs[p+1]; i++ {
+				require.Equal(t, float64(100*p+i), buf[i])
+			}
+		}
+		offs[np]++ // past the buffer's end
+		require.ErrorIs(t, AllGather(ctx, rt, buf, offs), rma.ErrOutOfRange)
+	})
+}

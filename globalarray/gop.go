@@ -77,6 +77,24 @@ func Brdcst[T Elem](ctx context.Context, rt *rma.Runtime, root int, buf []T) err
 	return nil
 }
 
+// AllGather gathers the ranks' parts of buf into every rank's buf: rank p's part is
+// buf[offs[p]:offs[p+1]], offsets in elements (Size+1 of them, ascending from 0 to len(buf)).
+// GA has no such call — its programs call MPI_Allgatherv beside it — so this is
+// rma.AllGather on elements. Collective; every rank passes the same offs.
+//
+// Errors: those of rma.AllGather (rma.ErrOutOfRange: offs do not describe buf).
+func AllGather[T Elem](ctx context.Context, rt *rma.Runtime, buf []T, offs []int) error {
+	sz := accTypeOf[T]().Size()
+	b := make([]int, len(offs))
+	for i, o := range offs {
+		b[i] = o * sz
+	}
+	if err := rt.AllGather(ctx, asBytes(buf), b); err != nil {
+		return fmt.Errorf("ga: allgather: %w", err)
+	}
+	return nil
+}
+
 // gopOn is gop among the members of pg (call names the GA call in errors).
 func gopOn[T Elem](ctx context.Context, pg *Pgroup, call string, op rma.ReduceOp, vals []T) error {
 	typ := accTypeOf[T]()

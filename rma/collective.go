@@ -78,10 +78,13 @@ func (w worldScratch) scratchStep() *uint64       { return &w.r.collStep }
 // reduceState is AllReduce's state on one scratch: the accumulator, each set's last chunk after
 // its guard word with that chunk's puts in flight, and each set's chunks so far.
 type reduceState struct {
-	acc   []byte
-	msg   [2][]byte
-	hs    [2][]*Handle
-	count [2]uint64
+	acc []byte
+	msg [2][]byte
+	hs  [2][]*Handle
+	// count is, per set and member, the chunks that member has put into its slot here so far
+	// once this step's is in (expect): each algorithm and collective counts only the members
+	// it receives from, so all of them share the flag words.
+	count [2][]uint64
 	// doubling is the algorithm, chosen when the scratch is set up (reduceByDoubling): recursive
 	// doubling, else every member puts its chunk to every other.
 	doubling bool
@@ -115,23 +118,15 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 	n, me := c.scratchMembers()
 	_, slot := c.slot(0)
 	chunk := slot &^ 15
-	need := min(len(buf), chunk)
-	if len(st.acc) < need {
-		st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
-		for set := range st.msg {
-			if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
-				return err
-			}
-			st.msg[set] = alignedHeap((msgBufs(n)*msgStride(need) + 4095) &^ 4095)
-		}
+	if err := st.buffers(ctx, n, min(len(buf), chunk)); err != nil {
+		return err
 	}
 	mine := c.scratchSeg().Local()
 	for start := 0; start < len(buf); start += chunk {
 		part := buf[start:min(len(buf), start+chunk)]
-		set := *c.scratchStep() & 1
-		st.count[set]++ // what every sender's flag in this set counts once its chunk is in
+		set := int(*c.scratchStep() & 1)
 		if st.doubling {
-			if err := r.reduceDoubling(ctx, c, st, typ, op, part, int(set)); err != nil {
+			if err := r.reduceDoubling(ctx, c, st, typ, op, part, set); err != nil {
 				return err
 			}
 			*c.scratchStep()++
@@ -141,13 +136,10 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 			return err
 		}
 		for k := 0; k < n; k++ {
-			if k == me {
-				continue
-			}
-			o, _ := c.slot(k)
-			p := c.scratchRank(k)
-			if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], nil); err != nil {
-				return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+			if k != me {
+				if _, err := r.awaitMember(ctx, c, st, set, k, len(part), nil); err != nil {
+					return fmt.Errorf("rma: allreduce: %w", err)
+				}
 			}
 		}
 		o0, _ := c.slot(0)
@@ -161,6 +153,39 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 		*c.scratchStep()++
 	}
 	return nil
+}
+
+// buffers makes st's accumulator and message buffers hold chunks of need bytes among n members,
+// after completing the puts of the old ones.
+func (st *reduceState) buffers(ctx context.Context, n, need int) error {
+	if len(st.count[0]) < n {
+		st.count = [2][]uint64{make([]uint64, n), make([]uint64, n)}
+	}
+	need = max(need, 64)
+	if len(st.acc) >= need {
+		return nil
+	}
+	st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+	for set := range st.msg {
+		if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
+			return err
+		}
+		st.msg[set] = alignedHeap((msgBufs(n)*msgStride(need) + 4095) &^ 4095)
+	}
+	return nil
+}
+
+// awaitMember waits for member k's chunk of this step in set (its flag's next count) and returns
+// the chunk's first size bytes in k's slot here. failed ends the wait (nil: k's failure).
+func (r *Runtime) awaitMember(ctx context.Context, c scratch, st *reduceState, set, k, size int, failed func() error) ([]byte, error) {
+	st.count[set][k]++
+	o, _ := c.slot(k)
+	p := c.scratchRank(k)
+	mine := c.scratchSeg().Local()
+	if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set][k], failed); err != nil {
+		return nil, fmt.Errorf("rank %d: %w", p, err)
+	}
+	return mine[o : o+size], nil
 }
 
 // flagAdd is the accumulate that follows a chunk: one to the slot's flag word, zero to its guard
@@ -177,8 +202,8 @@ var flagAdd = func() []byte {
 // rule: the other members' contributions to a later step come after they placed this one), and a
 // parked wait for each here would cost a scheduler round trip per put where ranks outnumber
 // cores.
-func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, part []byte, set uint64) error {
-	if err := st.complete(ctx, int(set)); err != nil {
+func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, part []byte, set int) error {
+	if err := st.complete(ctx, set); err != nil {
 		return err
 	}
 	n, me := c.scratchMembers()
@@ -188,7 +213,7 @@ func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, pa
 	clear(msg[:8])
 	copy(msg[8:], part)
 	for k := 1; k < n; k++ {
-		if err := r.putChunk(ctx, c, st, int(set), (me+k)%n, msg); err != nil { // each member starts with its next one
+		if err := r.putChunk(ctx, c, st, set, (me+k)%n, msg); err != nil { // each member starts with its next one
 			return err
 		}
 	}
@@ -237,7 +262,6 @@ func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState
 	n, me := c.scratchMembers()
 	acc := st.acc[:len(part)]
 	copy(acc, part)
-	mine := c.scratchSeg().Local()
 	stride := msgStride(len(part))
 	// a member waits for the partners of its rounds only, which may wait for a failed member
 	// it never hears from: every wait ends with any member's failure
@@ -262,12 +286,10 @@ func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState
 	}
 	// recv waits for member k's chunk and folds it into acc, the lower member's first.
 	recv := func(k int) error {
-		o, _ := c.slot(k)
-		p := c.scratchRank(k)
-		if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], failed); err != nil {
-			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+		in, err := r.awaitMember(ctx, c, st, set, k, len(part), failed)
+		if err != nil {
+			return fmt.Errorf("rma: allreduce: %w", err)
 		}
-		in := mine[o : o+len(part)]
 		if k < me {
 			reduceBytes(typ, op, in, acc) // the slot is this rank's until k's next step in this set
 			copy(acc, in)
@@ -282,12 +304,11 @@ func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState
 		if err := send(me + 1); err != nil {
 			return err
 		}
-		o, _ := c.slot(me + 1)
-		p := c.scratchRank(me + 1)
-		if err := r.awaitCount(ctx, p, mine[o-slotHead:o-slotHead+8], st.count[set], failed); err != nil {
-			return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
+		res, err := r.awaitMember(ctx, c, st, set, me+1, len(part), failed)
+		if err != nil {
+			return fmt.Errorf("rma: allreduce: %w", err)
 		}
-		copy(part, mine[o:o+len(part)])
+		copy(part, res)
 		return nil
 	}
 	vr := me - rem // index among the m members of the rounds
@@ -329,6 +350,72 @@ func (st *reduceState) complete(ctx context.Context, set int) error {
 		}
 	}
 	st.hs[set] = st.hs[set][:0]
+	return nil
+}
+
+// AllGather gathers the ranks' parts of buf into every rank's buf (MPI_Allgatherv with the
+// parts in rank order; GA programs call it beside GA, as they call MPI's collectives). Rank p's
+// part is buf[offs[p]:offs[p+1]]: on entry each rank's own part holds its contribution, on
+// return every part holds its rank's. Collective: every rank passes the same offs (Size+1
+// ascending byte offsets from 0 to len(buf)). Errors: ErrOutOfRange (offs do not describe
+// buf; nothing is sent), ErrPeerFailed, ctx's, transport errors.
+//
+// Each rank puts its part, in chunks of at most a scratch slot, into its slot at every other
+// rank, each chunk followed by the flag's accumulate as in AllReduce, and copies the others'
+// chunks out of its slots as their flags count them: one round of messages, no barrier and no
+// wait for the puts' acknowledgments.
+func (r *Runtime) AllGather(ctx context.Context, buf []byte, offs []int) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	if len(offs) != r.size+1 || offs[0] != 0 || offs[r.size] != len(buf) {
+		return fmt.Errorf("%w: allgather: %d offsets ending at %d for %d ranks and %d bytes", ErrOutOfRange, len(offs), offs[len(offs)-1], r.size, len(buf))
+	}
+	for p := range r.size {
+		if offs[p+1] < offs[p] {
+			return fmt.Errorf("%w: allgather: offsets %d > %d", ErrOutOfRange, offs[p], offs[p+1])
+		}
+	}
+	return r.allGather(ctx, worldScratch{r}, &r.reduce, buf, offs)
+}
+
+// allGather is AllGather over the members of c, with st its state there (checked arguments;
+// offs indexed by member).
+func (r *Runtime) allGather(ctx context.Context, c scratch, st *reduceState, buf []byte, offs []int) error {
+	n, me := c.scratchMembers()
+	_, slot := c.slot(0)
+	chunk := slot &^ 15
+	most := 0
+	for k := range n {
+		most = max(most, offs[k+1]-offs[k])
+	}
+	if err := st.buffers(ctx, n, min(most, chunk)); err != nil {
+		return err
+	}
+	piece := func(k, start int) []byte {
+		return buf[min(offs[k]+start, offs[k+1]):min(offs[k]+start+chunk, offs[k+1])]
+	}
+	for start := 0; start < most || start == 0; start += chunk {
+		set := int(*c.scratchStep() & 1)
+		if err := r.contribute(ctx, c, st, piece(me, start), set); err != nil {
+			return err
+		}
+		for k := range n {
+			if k == me {
+				continue
+			}
+			dst := piece(k, start)
+			in, err := r.awaitMember(ctx, c, st, set, k, len(dst), nil)
+			if err != nil {
+				return fmt.Errorf("rma: allgather: %w", err)
+			}
+			copy(dst, in)
+		}
+		*c.scratchStep()++
+		if most == 0 {
+			break
+		}
+	}
 	return nil
 }
 

@@ -110,6 +110,7 @@ func TestPeerFailureInjected(t *testing.T) {
 				requirePeerFailed(t, rt.Barrier(ctx), 1, "second barrier")
 				requirePeerFailed(t, rt.BarrierWith(ctx, rma.BarrierGatherBroadcast), 1, "gather barrier")
 				requirePeerFailed(t, rt.AllReduce(ctx, rma.AccFloat64, rma.ReduceSum, make([]byte, 8)), 1, "all-reduce")
+				requirePeerFailed(t, rt.AllGather(ctx, make([]byte, 4), []int{0, 1, 2, 3, 4}), 1, "all-gather")
 				requirePeerFailed(t, rt.Broadcast(ctx, 0, make([]byte, 8)), 1, "broadcast")
 				requirePeerFailed(t, rt.Put(ctx, []byte{1}, seg, 1, 0), 1, "put to the failed rank")
 				requirePeerFailed(t, rt.Get(ctx, seg, 1, 0, make([]byte, 1)), 1, "get from the failed rank")

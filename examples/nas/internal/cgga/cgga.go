@@ -5,21 +5,15 @@
 // see cg.MakeA) and keeps them in CSR. Vector updates work on the local block (NGA_Access); dot
 // products are local sums combined with GA_Dgop "+" (GopSum).
 //
-// The matrix-vector product needs the whole of p, since random rows touch nearly every column. Each
-// rank keeps a replica of p: one row of an np × NA global array (NGA_Create_irreg, row k on rank
-// k). The blocks travelling over the network are pushed: a rank that has updated its block of p
-// Puts it into the replica of every rank it reaches over the network (NGA_NbPut) and one GA_Sync
-// makes them complete, so the data travel while their consumers wait in the Sync, as NPB-MPI's
-// exchanges do, and no answer to a remote Get waits for a rank that has gone back to computing
-// (over tcp a Get is served by the target's reader goroutine, which then competes with the target's
-// computation for its core). The blocks of the ranks reached by shared memory are pulled after the
-// Sync (NGA_Get of their block of p, a copy from memory this process maps, as fast as a Put and
-// without the Sync's wait for it). The two reductions that follow the product keep a rank from
-// overwriting its p or a replica while another rank still reads it. The z of the residual (once per
-// outer iteration) is gathered with one NGA_Get.
+// The matrix-vector product needs the whole of p, since random rows touch nearly every column.
+// Each rank gathers it, and once per outer iteration the whole of z for the residual, with one
+// all-gather of the ranks' blocks (globalarray.AllGather, MPI_Allgatherv in a GA program): every
+// block travels once to every rank, with no GA_Sync and no wait for acknowledgments, as NPB-MPI's
+// exchanges do, and no rank waits for another's answer to a Get while that one computes. The
+// two reductions that follow the product keep a rank from overwriting a block of p that another
+// rank still reads.
 //
-// Source: NPB 3.x CG (conj_grad, main loop); GA's NGA_Create/NGA_NbPut/NGA_Get/NGA_Access/
-// GA_Dgop/GA_Sync.
+// Source: NPB 3.x CG (conj_grad, main loop); GA's NGA_Create/NGA_Access/GA_Dgop/GA_Sync.
 package cgga
 
 import (
@@ -49,16 +43,11 @@ type solver struct {
 	pl   []float64
 	q    []float64
 	r    []float64
-	full []float64 // the whole of p (this rank's row of pfull) or z, gathered by Get
+	full []float64 // the whole of p or z (gather)
 	red  [2]float64
-	// pfull: p replicated, row k on rank k; first and last bound this rank's block
-	pfull       *globalarray.Array[float64]
+	// first and last bound this rank's block; offs[k] is rank k's first element (offs[np] = NA)
 	first, last int
-	hs          []*globalarray.Handle
-	pushTo      []int    // ranks reached over the network: this rank Puts its block into their replicas
-	pullFrom    [][2]int // blocks [lo, hi] of p of the ranks reached by shared memory, Got after the Sync
-	lo          []int    // whole-vector patch [0, NA-1]
-	hi          []int
+	offs        []int
 }
 
 // Run runs CG of class p on every rank of rt (collective: every rank must call it) and returns
@@ -69,7 +58,7 @@ func Run(ctx context.Context, rt *rma.Runtime, p cg.Params, log io.Writer) (res 
 	if err := p.Validate(); err != nil {
 		return cg.Result{}, err
 	}
-	s := &solver{rt: rt, p: p, lo: []int{0}, hi: []int{p.NA - 1}}
+	s := &solver{rt: rt, p: p}
 	names := [5]string{"cg.x", "cg.z", "cg.p", "cg.q", "cg.r"}
 	defer func() {
 		for i := range s.vecs {
@@ -113,26 +102,21 @@ func Run(ctx context.Context, rt *rma.Runtime, p cg.Params, log io.Writer) (res 
 		return cg.Result{}, err
 	}
 	s.first, s.last = first, last
+	s.full = make([]float64, p.NA)
+	s.offs = make([]int, rt.Size()+1)
 	for k := range rt.Size() {
-		switch {
-		case k == rt.Rank():
-		case rt.TransportTo(k) != "shm":
-			s.pushTo = append(s.pushTo, k)
-		default:
-			if l, h := s.vecs[2].Distribution(k); h[0] >= l[0] {
-				s.pullFrom = append(s.pullFrom, [2]int{l[0], h[0]})
+		l, h := s.vecs[2].Distribution(k)
+		s.offs[k+1] = s.offs[k]
+		if h[0] >= l[0] {
+			if l[0] != s.offs[k] {
+				return cg.Result{}, fmt.Errorf("%w: rank %d's block starts at %d, not %d", ErrLayout, k, l[0], s.offs[k])
 			}
+			s.offs[k+1] = h[0] + 1
 		}
 	}
-	if err := s.createReplica(ctx, p.NA); err != nil {
-		return cg.Result{}, err
+	if s.offs[rt.Size()] != p.NA {
+		return cg.Result{}, fmt.Errorf("%w: the blocks end at %d, not %d", ErrLayout, s.offs[rt.Size()], p.NA)
 	}
-	defer func() {
-		s.pfull.Release()
-		if derr := s.pfull.Destroy(ctx); derr != nil && err == nil {
-			err = fmt.Errorf("cgga: destroy cg.pfull: %w", derr)
-		}
-	}()
 
 	nnz := []int64{int64(s.m.NNZ())}
 	if err := globalarray.GopSum(ctx, rt, nnz); err != nil {
@@ -196,73 +180,12 @@ func (s *solver) sum(ctx context.Context, vals ...float64) ([]float64, error) {
 	return buf, nil
 }
 
-// gather makes every rank's block of v visible (GA_Sync) and Gets the whole vector into s.full.
-func (s *solver) gather(ctx context.Context, v *globalarray.Array[float64]) error {
-	if err := globalarray.Sync(ctx, s.rt); err != nil {
-		return fmt.Errorf("cgga: sync: %w", err)
-	}
-	if err := v.Get(ctx, s.lo, s.hi, s.full, nil); err != nil {
-		return fmt.Errorf("cgga: get: %w", err)
-	}
-	return nil
-}
-
-// createReplica creates pfull (np × NA, row k on rank k) and points s.full at this rank's row.
-func (s *solver) createReplica(ctx context.Context, na int) error {
-	np := s.rt.Size()
-	rows := make([]int, np)
-	for k := range rows {
-		rows[k] = k
-	}
-	a, err := globalarray.Create[float64](ctx, s.rt, "cg.pfull", []int{np, na},
-		globalarray.Irregular([][]int{rows, {0}}))
-	if err != nil {
-		return fmt.Errorf("cgga: create cg.pfull: %w", err)
-	}
-	s.pfull = a
-	data, _, err := a.Access()
-	if err != nil {
-		return fmt.Errorf("cgga: access cg.pfull: %w", err)
-	}
-	if len(data) < na {
-		return fmt.Errorf("%w: cg.pfull local block has %d elements, want %d", ErrLayout, len(data), na)
-	}
-	s.full = data[:na]
-	return nil
-}
-
-// spreadP makes this rank's replica hold the whole of p: it copies its own block in, Puts it into
-// the replicas of the ranks it reaches over the network, Syncs, and Gets the blocks of the ranks
-// it reaches by shared memory.
-func (s *solver) spreadP(ctx context.Context) error {
-	copy(s.full[s.first:s.last], s.pl)
-	s.hs = s.hs[:0]
-	var err error
-	if s.last > s.first {
-		for _, k := range s.pushTo {
-			h, perr := s.pfull.NbPut(ctx, []int{k, s.first}, []int{k, s.last - 1}, s.pl, nil)
-			if perr != nil {
-				err = fmt.Errorf("cgga: put p to rank %d: %w", k, perr)
-				break
-			}
-			s.hs = append(s.hs, h)
-		}
-	}
-	for _, h := range s.hs {
-		if werr := h.Wait(ctx); werr != nil && err == nil {
-			err = fmt.Errorf("cgga: put p: %w", werr)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if err := globalarray.Sync(ctx, s.rt); err != nil {
-		return fmt.Errorf("cgga: sync: %w", err)
-	}
-	for _, b := range s.pullFrom {
-		if err := s.vecs[2].Get(ctx, []int{b[0]}, []int{b[1]}, s.full[b[0]:b[1]+1], nil); err != nil {
-			return fmt.Errorf("cgga: get p: %w", err)
-		}
+// gather makes s.full the whole vector whose local block is local (p or z): it copies its own
+// block in and all-gathers the others'.
+func (s *solver) gather(ctx context.Context, local []float64) error {
+	copy(s.full[s.first:s.last], local)
+	if err := globalarray.AllGather(ctx, s.rt, s.full, s.offs); err != nil {
+		return fmt.Errorf("cgga: %w", err)
 	}
 	return nil
 }
@@ -279,7 +202,7 @@ func (s *solver) conjGrad(ctx context.Context) (float64, error) {
 	}
 	rho := v[0]
 	for cgit := 1; cgit <= cg.CGItMax; cgit++ {
-		if err := s.spreadP(ctx); err != nil {
+		if err := s.gather(ctx, s.pl); err != nil {
 			return 0, err
 		}
 		s.m.MulVec(s.full, s.q)
@@ -294,7 +217,7 @@ func (s *solver) conjGrad(ctx context.Context) (float64, error) {
 		rho = v[0]
 		cg.UpdateP(rho/rho0, s.pl, s.r)
 	}
-	if err := s.gather(ctx, s.vecs[1]); err != nil {
+	if err := s.gather(ctx, s.z); err != nil {
 		return 0, err
 	}
 	s.m.MulVec(s.full, s.r)
