@@ -247,7 +247,7 @@ func msgStride(need int) int { return (8 + need + 63) &^ 63 }
 func msgBufs(n int) int { return bits.Len(uint(n)) + 1 }
 
 // reduceDoubling is one step of AllReduce by recursive doubling among the members of c
-// (MPICH's algorithm for short vectors, [Thakur05 §4.4]): with m the largest power of two up to
+// (MPICH's algorithm for short vectors [Thakur05]): with m the largest power of two up to
 // n and rem = n − m, each even member below 2·rem first puts its chunk to the odd member after it
 // and waits for that member's result; the others run log2 m rounds, in round j exchanging their
 // partial results with the member whose index among them differs in bit j, then the odd members
