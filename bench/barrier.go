@@ -15,15 +15,23 @@ import (
 var allBarrierAlgs = []rma.BarrierAlg{rma.BarrierDissemination, rma.BarrierPairwise, rma.BarrierGatherBroadcast,
 	rma.BarrierRGM, rma.BarrierMessagePairwise, rma.BarrierMessage}
 
+// autoBarrier is the -alg name of the algorithm Barrier runs (GOARMCI_BARRIER, auto by default:
+// what MPI_Barrier and GA_Sync are compared with).
+const autoBarrier = "auto"
+
 // BarrierAlgs resolves the -alg option (errors wrap ErrOptions): "" or "all" = every algorithm
 // but the point-to-point baselines BarrierMessage and BarrierMessagePairwise (they need a network
-// device on every rank: ask for them by name), else a comma list.
+// device on every rank: ask for them by name), else a comma list; "auto" in it is no algorithm of
+// its own (runBarrier measures Barrier for it).
 func BarrierAlgs(spec string) ([]rma.BarrierAlg, error) {
 	if spec == "" || spec == "all" {
 		return allBarrierAlgs[:len(allBarrierAlgs)-2], nil
 	}
 	var out []rma.BarrierAlg
 	for _, name := range strings.Split(spec, ",") {
+		if strings.TrimSpace(name) == autoBarrier {
+			continue
+		}
 		found := false
 		for _, a := range allBarrierAlgs {
 			if a.String() == strings.TrimSpace(name) {
@@ -32,7 +40,7 @@ func BarrierAlgs(spec string) ([]rma.BarrierAlg, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: barrier algorithm %q (have dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise)", ErrOptions, name)
+			return nil, fmt.Errorf("%w: barrier algorithm %q (have auto, dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise)", ErrOptions, name)
 		}
 	}
 	return out, nil
@@ -43,11 +51,24 @@ func barrierAlgName(spec string) string {
 	if err != nil {
 		return spec
 	}
-	names := make([]string, len(algs))
-	for i, a := range algs {
-		names[i] = a.String()
+	var names []string
+	if hasAuto(spec) {
+		names = append(names, "auto (Barrier's choice)")
+	}
+	for _, a := range algs {
+		names = append(names, a.String())
 	}
 	return strings.Join(names, ", ") + " ([Kini03 §3])"
+}
+
+// hasAuto reports whether the -alg list names auto.
+func hasAuto(spec string) bool {
+	for _, name := range strings.Split(spec, ",") {
+		if strings.TrimSpace(name) == autoBarrier {
+			return true
+		}
+	}
+	return false
 }
 
 // runBarrier measures each algorithm's latency on all ranks of the job: one row keyed by the
@@ -60,18 +81,29 @@ func runBarrier(ctx context.Context, rt *rma.Runtime, o Options) ([]string, []Ro
 	iters, skip := o.Counts(Latency, 0)
 	row := Row{Size: rt.Size()}
 	var cols []string
-	for _, alg := range algs {
-		cols = append(cols, alg.String()+" (us)")
+	measure := func(name string, barrier func() error) error {
+		cols = append(cols, name+" (us)")
 		var t0 time.Time
 		for i := range skip + iters {
 			if i == skip {
 				t0 = time.Now()
 			}
-			if err := rt.BarrierWith(ctx, alg); err != nil {
-				return nil, nil, fmt.Errorf("bench: barrier %v: %w", alg, err)
+			if err := barrier(); err != nil {
+				return fmt.Errorf("bench: barrier %s: %w", name, err)
 			}
 		}
 		row.Values = append(row.Values, usPer(time.Since(t0), iters))
+		return nil
+	}
+	if hasAuto(o.BarrierAlg) {
+		if err := measure(autoBarrier+" "+rt.BarrierAlg().String(), func() error { return rt.Barrier(ctx) }); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, alg := range algs {
+		if err := measure(alg.String(), func() error { return rt.BarrierWith(ctx, alg) }); err != nil {
+			return nil, nil, err
+		}
 	}
 	return cols, []Row{row}, nil
 }

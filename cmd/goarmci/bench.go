@@ -113,7 +113,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.IntVar(&f.minSize, "min-size", 0, "smallest message in bytes (default: the benchmark's)")
 	fs.IntVar(&f.maxSize, "max-size", 0, "largest message in bytes (default 4 MiB)")
 	fs.BoolVar(&f.baseline, "baseline", false, "print the physical limits beside (memcpy of one core, plain TCP socket)")
-	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of dissemination, pairwise, gather-broadcast")
+	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of auto (Barrier's own choice), dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; compare: the first (default auto)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
 	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
 	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run, or none (default: every one available)")
@@ -485,11 +485,11 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 			g.baseline = false
 		}
 		if n == "barrier" {
-			// One column per system: goarmci's first -alg (dissemination by default) beside
-			// MPI_Barrier and GA_Sync.
+			// One column per system: goarmci's first -alg (by default Barrier's own choice,
+			// what a program gets) beside MPI_Barrier and GA_Sync.
 			g.alg = strings.TrimSpace(strings.Split(f.alg, ",")[0])
 			if g.alg == "" || g.alg == "all" {
-				g.alg = "dissemination"
+				g.alg = "auto"
 			}
 		}
 		// The ranks' and the peers' notes share standard error with the progress bar (made
@@ -565,6 +565,8 @@ func peerNames(peers []bench.Peer) string {
 // goarmciDoc says what goarmci's column of a comparison ran.
 func goarmciDoc(name string, f *benchFlags, o bench.Options) string {
 	switch {
+	case name == "barrier" && f.alg == "auto":
+		return "rma.Barrier (its algorithm for the job: GOARMCI_BARRIER=auto)"
 	case name == "barrier":
 		return "barrier algorithm " + f.alg + " (rma.BarrierWith)"
 	case name == "ga_dgemm":

@@ -170,7 +170,7 @@ func benchCLIEnv(t *testing.T, env []string, args ...string) (code int, stdout, 
 	return 0, o.String(), e.String()
 }
 
-// compare barrier puts goarmci's dissemination barrier beside the MPI_Barrier peer, with each
+// compare barrier puts goarmci's Barrier beside the MPI_Barrier peer, with each
 // system's median, min and max and the ratio, and says what each column ran.
 func TestBenchCompareBarrierBesideMPIBarrier(t *testing.T) {
 	bin := fakeMPI(t, `# Ranks         Latency (us)\n2                       0.50\n`)
@@ -178,7 +178,7 @@ func TestBenchCompareBarrierBesideMPIBarrier(t *testing.T) {
 		"-peer-dir", t.TempDir(), "-peers", "openmpi", "-format", "csv")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, errOut, "mpicc.mpich") // the missing MPICH is a note
-	assert.Contains(t, out, "\n# goarmci: barrier algorithm dissemination (rma.BarrierWith)\n")
+	assert.Contains(t, out, "\n# goarmci: rma.Barrier (its algorithm for the job: GOARMCI_BARRIER=auto)\n")
 	assert.Contains(t, out, "\n# openmpi: Open MPI 4.1.4, MPI_Barrier\n")
 	assert.Contains(t, out, "\n# Transport: shm, 2 ranks\n")
 	cr := csv.NewReader(strings.NewReader(out))
