@@ -13,14 +13,15 @@
 // Get from a rank busy outside the runtime waits for its next call).
 //
 // One ranking (NPB's rank()):
-//  1. rank 0 Puts the two modified keys (key[it] = it, key[it+10] = MaxKey − it); GA_Sync.
+//  1. rank 0 changes the two modified keys (key[it] = it, key[it+10] = MaxKey − it) in its
+//     block; a job whose rank 0 does not hold them all Puts them, then GA_Syncs.
 //  2. each rank counts its keys per bucket (the high bits of the key), reads the test keys of
 //     the partial verification that lie in its block, and Puts that row into every rank's copy;
 //     GA_Sync. The prefix sums of the bucket totals give where each bucket starts in key order;
 //     bucket b is ranked by the rank whose share of the keys holds that start, so each rank
 //     ranks a contiguous range of buckets (of key values).
 //  3. each rank sorts its keys by bucket (so by destination rank) and Puts each destination's
-//     part, in one NGA_Put, into the destination's block of the redistribution array, after the
+//     part, in one NGA_NbPut, into the destination's block of the redistribution array, after the
 //     parts of the lower ranks (the layout of NPB's MPI all-to-all); GA_Sync.
 //  4. each rank counts each key value of its block and of its own part (which never left its
 //     memory) and prefix-sums from the range start: the rank of value v is the number of keys
@@ -72,6 +73,10 @@ type sorter struct {
 	myRows                       []int32 // my block of rows (NGA_Access)
 	myRedist                     []int32 // my block of redist (NGA_Access)
 	testRank                     []int   // the rank whose block of keys holds each test key
+	// modifyLocal: rank 0's block holds every key the iterations modify, so it changes them in
+	// place and no GA_Sync has to make its Puts visible
+	modifyLocal bool
+	hs          []*globalarray.Handle // the non-blocking Puts of an exchange
 
 	cnt   []int32 // my bucket counts
 	out   []int32 // my row: cnt, then the test keys of my share (0 elsewhere)
@@ -165,6 +170,22 @@ func (s *sorter) sync(ctx context.Context) error {
 	return nil
 }
 
+// syncPuts waits for the exchange's non-blocking Puts (NGA_NbWait: they travel to their ranks
+// at once), then GA_Syncs.
+func (s *sorter) syncPuts(ctx context.Context) error {
+	var err error
+	for _, h := range s.hs {
+		if werr := h.Wait(ctx); werr != nil && err == nil {
+			err = fmt.Errorf("isga: put: %w", werr)
+		}
+	}
+	s.hs = s.hs[:0]
+	if err != nil {
+		return err
+	}
+	return s.sync(ctx)
+}
+
 func (s *sorter) setup(ctx context.Context) error {
 	n := s.p.NumKeys()
 	var err error
@@ -205,6 +226,8 @@ func (s *sorter) setup(ctx context.Context) error {
 	for i, ix := range s.p.TestIndex {
 		s.testRank[i] = s.ownerOf(int(ix))
 	}
+	idx, _ := s.p.Modify(is.MaxIterations) // the largest index modified
+	s.modifyLocal = s.ownerOf(idx[0]) == 0 && s.ownerOf(idx[1]) == 0
 	s.cnt = make([]int32, s.nb)
 	s.all = make([]int32, s.size*s.nb)
 	s.out = make([]int32, s.row)
@@ -280,11 +303,13 @@ func (s *sorter) exchangeRows(ctx context.Context, pv *[is.TestArraySize]int32) 
 	for k := 1; k < s.size; k++ {
 		d := (s.rank + k) % s.size // each rank starts with its next one
 		at := (d*s.size + s.rank) * s.row
-		if err := s.rows.Put(ctx, []int{at}, []int{at + s.row - 1}, s.out, nil); err != nil {
+		h, err := s.rows.NbPut(ctx, []int{at}, []int{at + s.row - 1}, s.out, nil)
+		if err != nil {
 			return fmt.Errorf("isga: put counts for rank %d: %w", d, err)
 		}
+		s.hs = append(s.hs, h)
 	}
-	if err := s.sync(ctx); err != nil {
+	if err := s.syncPuts(ctx); err != nil {
 		return err
 	}
 	for r := 0; r < s.size; r++ {
@@ -345,16 +370,22 @@ func (s *sorter) plan() error {
 func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	p := s.p
 	// 1. the per-iteration modification of two keys
-	if s.rank == 0 {
-		idx, val := p.Modify(iteration)
+	switch idx, val := p.Modify(iteration); {
+	case s.modifyLocal && s.rank == 0:
 		for i := range idx {
-			if err := s.keys.Put(ctx, []int{idx[i]}, []int{idx[i]}, val[i:i+1], nil); err != nil {
-				return fmt.Errorf("isga: put modified key: %w", err)
+			s.myKeys[idx[i]-s.keyLo] = val[i]
+		}
+	case !s.modifyLocal:
+		if s.rank == 0 {
+			for i := range idx {
+				if err := s.keys.Put(ctx, []int{idx[i]}, []int{idx[i]}, val[i:i+1], nil); err != nil {
+					return fmt.Errorf("isga: put modified key: %w", err)
+				}
 			}
 		}
-	}
-	if err := s.sync(ctx); err != nil {
-		return err
+		if err := s.sync(ctx); err != nil {
+			return err
+		}
 	}
 	// 2. bucket counts and the partial verification keys, to every rank
 	var pv [is.TestArraySize]int32
@@ -386,11 +417,13 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 			continue // my own part stays in local (step 4 reads it there)
 		}
 		at := s.put[d]
-		if err := s.redist.Put(ctx, []int{at}, []int{at + hi - lo - 1}, local[lo:hi], nil); err != nil {
+		h, err := s.redist.NbPut(ctx, []int{at}, []int{at + hi - lo - 1}, local[lo:hi], nil)
+		if err != nil {
 			return fmt.Errorf("isga: put keys for rank %d: %w", d, err)
 		}
+		s.hs = append(s.hs, h)
 	}
-	if err := s.sync(ctx); err != nil {
+	if err := s.syncPuts(ctx); err != nil {
 		return err
 	}
 	// 4. rank the keys of my buckets: my own part, and the other ranks' parts before and after
