@@ -156,7 +156,7 @@ type Engine struct {
 	mc   mcastState
 
 	kick    chan struct{}
-	ticking atomic.Bool // the timer loop ticks every cfg.Tick (no kick needed)
+	ticking atomic.Bool            // the timer loop ticks every cfg.Tick (no kick needed)
 	arrival atomic.Pointer[func()] // SetArrival's hook, called at the end of every batch
 	ctx     context.Context
 	cancel  context.CancelFunc
