@@ -79,6 +79,7 @@ func (w worldScratch) scratchStep() *uint64       { return &w.r.collStep }
 // its guard word with that chunk's puts in flight, and each set's chunks so far.
 type reduceState struct {
 	acc []byte
+	tmp []byte // a chunk's worth, for folds whose first operand is a slot
 	msg [2][]byte
 	hs  [2][]*Handle
 	// count is, per set and member, the chunks that member has put into its slot here so far
@@ -115,6 +116,9 @@ func (r *Runtime) reduceByDoubling(c scratch) bool {
 
 // allReduce is AllReduce over the members of c, with st its state there (checked arguments).
 func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ AccType, op ReduceOp, buf []byte) error {
+	if err := r.membersFailed(c); err != nil {
+		return fmt.Errorf("rma: allreduce: %w", err) // known before any slot is touched
+	}
 	n, me := c.scratchMembers()
 	_, slot := c.slot(0)
 	chunk := slot &^ 15
@@ -155,6 +159,21 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 	return nil
 }
 
+// membersFailed is the failure of a member of c, or nil: a collective among them can no longer
+// complete once one has failed.
+func (r *Runtime) membersFailed(c scratch) error {
+	if r.anyFailedErr() == nil {
+		return nil
+	}
+	n, _ := c.scratchMembers()
+	for k := range n {
+		if err := r.failedErr(c.scratchRank(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // buffers makes st's accumulator and message buffers hold chunks of need bytes among n members,
 // after completing the puts of the old ones.
 func (st *reduceState) buffers(ctx context.Context, n, need int) error {
@@ -166,6 +185,7 @@ func (st *reduceState) buffers(ctx context.Context, n, need int) error {
 		return nil
 	}
 	st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+	st.tmp = make([]byte, len(st.acc))
 	for set := range st.msg {
 		if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
 			return err
@@ -265,17 +285,7 @@ func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState
 	stride := msgStride(len(part))
 	// a member waits for the partners of its rounds only, which may wait for a failed member
 	// it never hears from: every wait ends with any member's failure
-	failed := func() error {
-		if r.anyFailedErr() == nil {
-			return nil
-		}
-		for k := range n {
-			if err := r.failedErr(c.scratchRank(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	failed := func() error { return r.membersFailed(c) }
 	sends := 0
 	send := func(k int) error {
 		msg := st.msg[set][sends*stride : sends*stride+8+len(part)]
@@ -290,9 +300,11 @@ func (r *Runtime) reduceDoubling(ctx context.Context, c scratch, st *reduceState
 		if err != nil {
 			return fmt.Errorf("rma: allreduce: %w", err)
 		}
-		if k < me {
-			reduceBytes(typ, op, in, acc) // the slot is this rank's until k's next step in this set
-			copy(acc, in)
+		if k < me { // acc = in ⊕ acc, the slot left as it came
+			tmp := st.tmp[:len(part)]
+			copy(tmp, in)
+			reduceBytes(typ, op, tmp, acc)
+			copy(acc, tmp)
 		} else {
 			reduceBytes(typ, op, acc, in)
 		}
@@ -382,6 +394,9 @@ func (r *Runtime) AllGather(ctx context.Context, buf []byte, offs []int) error {
 // allGather is AllGather over the members of c, with st its state there (checked arguments;
 // offs indexed by member).
 func (r *Runtime) allGather(ctx context.Context, c scratch, st *reduceState, buf []byte, offs []int) error {
+	if err := r.membersFailed(c); err != nil {
+		return fmt.Errorf("rma: allgather: %w", err)
+	}
 	n, me := c.scratchMembers()
 	_, slot := c.slot(0)
 	chunk := slot &^ 15
