@@ -41,7 +41,7 @@ const slotHead = 16
 // alternate between two sets (see slot): a rank writes step k+2's slots only after it has every
 // rank's step k+1 contribution, which no rank sends before it has read step k's. A call that
 // fails (ctx ended, a rank failed) leaves the collective state of the ranks apart: as with MPI,
-// no collective may follow it.
+// no collective may follow it; one made once this rank knows of a failure returns it at once.
 func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []byte) error {
 	if err := r.check(); err != nil {
 		return err
@@ -370,7 +370,8 @@ func (st *reduceState) complete(ctx context.Context, set int) error {
 // part is buf[offs[p]:offs[p+1]]: on entry each rank's own part holds its contribution, on
 // return every part holds its rank's. Collective: every rank passes the same offs (Size+1
 // ascending byte offsets from 0 to len(buf)). Errors: ErrOutOfRange (offs do not describe
-// buf; nothing is sent), ErrPeerFailed, ctx's, transport errors.
+// buf; nothing is sent), ErrPeerFailed (at once when this rank knows of a failure), ctx's,
+// transport errors.
 //
 // Each rank puts its part, in chunks of at most a scratch slot, into its slot at every other
 // rank, each chunk followed by the flag's accumulate as in AllReduce, and copies the others'
