@@ -344,7 +344,8 @@ const (
 	pollYields       = 4096 + 64
 	pollGoschedEvery = 16
 	// pollProgressEvery: a spinning wait makes the progress calls once in so many polls (a
-	// poll(2) each: a frame waits some microseconds, not the whole spin, for its reader).
+	// poll(2) each: a frame waits some microseconds, not the whole spin, for its reader; every
+	// poll or every 4th was slower: bench/README.md, "Design measurements").
 	pollProgressEvery = 16
 	pollSpins         = 1 << 9
 )
