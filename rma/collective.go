@@ -381,15 +381,23 @@ func (r *Runtime) AllGather(ctx context.Context, buf []byte, offs []int) error {
 	if err := r.check(); err != nil {
 		return err
 	}
-	if len(offs) != r.size+1 || offs[0] != 0 || offs[r.size] != len(buf) {
-		return fmt.Errorf("%w: allgather: %d offsets ending at %d for %d ranks and %d bytes", ErrOutOfRange, len(offs), offs[len(offs)-1], r.size, len(buf))
+	if err := checkGather(r.size, buf, offs); err != nil {
+		return err
 	}
-	for p := range r.size {
+	return r.allGather(ctx, worldScratch{r}, &r.reduce, buf, offs)
+}
+
+// checkGather checks AllGather's offsets of buf's parts among n ranks (ErrOutOfRange).
+func checkGather(n int, buf []byte, offs []int) error {
+	if len(offs) != n+1 || offs[0] != 0 || offs[n] != len(buf) {
+		return fmt.Errorf("%w: allgather: %d offsets for %d ranks and %d bytes", ErrOutOfRange, len(offs), n, len(buf))
+	}
+	for p := range n {
 		if offs[p+1] < offs[p] {
 			return fmt.Errorf("%w: allgather: offsets %d > %d", ErrOutOfRange, offs[p], offs[p+1])
 		}
 	}
-	return r.allGather(ctx, worldScratch{r}, &r.reduce, buf, offs)
+	return nil
 }
 
 // allGather is AllGather over the members of c, with st its state there (checked arguments;

@@ -76,44 +76,69 @@ func TestAllReduceBackToBack(t *testing.T) {
 	})
 }
 
-// TestAllGather: jobs of 1–5 ranks over shared memory and over tcp gather parts of unequal
-// lengths (empty ones, one larger than a scratch slot: several chunks), with AllReduces between
-// the calls on the same scratch, and check every byte; offsets that do not describe the buffer
-// are refused before anything is sent.
+// allGatherer is the world (rma.Runtime) or a group (rma.Group).
+type allGatherer interface {
+	allReducer
+	AllGather(ctx context.Context, buf []byte, offs []int) error
+}
+
+// allGatherCalls gathers parts of unequal lengths (empty ones; in call 5 the last rank's spans
+// several scratch slots), with AllReduces between the calls on the same scratch, and checks every
+// byte; offsets that do not describe the buffer are refused before anything is sent.
+func allGatherCalls(ctx context.Context, t testing.TB, ag allGatherer, calls int) {
+	me, n := ag.Rank(), ag.Size()
+	for c := range calls {
+		offs := make([]int, n+1)
+		for p := range n {
+			l := (p*7 + c*13) % 50 // some parts empty
+			if c == 5 && p == n-1 {
+				l = 300 << 10
+			}
+			offs[p+1] = offs[p] + l
+		}
+		buf := make([]byte, offs[n])
+		for i := offs[me]; i < offs[me+1]; i++ {
+			buf[i] = byte(me*31 + c + i)
+		}
+		require.NoError(t, ag.AllGather(ctx, buf, offs))
+		for p := range n {
+			for i := offs[p]; i < offs[p+1]; i++ {
+				require.Equal(t, byte(p*31+c+i), buf[i], "call %d, rank %d's part, byte %d", c, p, i)
+			}
+		}
+		allReduceBackToBack(ctx, t, ag, 3)
+	}
+	require.ErrorIs(t, ag.AllGather(ctx, make([]byte, 4), make([]int, n)), rma.ErrOutOfRange)
+	bad := make([]int, n+1)
+	bad[n] = 4
+	if n > 1 {
+		bad[1] = 5 // descending
+	} else {
+		bad[1] = 3 // not the buffer's end
+	}
+	require.ErrorIs(t, ag.AllGather(ctx, make([]byte, 4), bad), rma.ErrOutOfRange)
+}
+
+// TestAllGather: jobs of 1–5 ranks over shared memory and over tcp, and a group of three of four
+// ranks whose calls interleave with the world's (allGatherCalls).
 func TestAllGather(t *testing.T) {
 	for _, np := range []int{1, 2, 3, 5} {
 		transports(t, np, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-			me, n := rt.Rank(), rt.Size()
-			for c := range 12 {
-				offs := make([]int, n+1)
-				for p := range n {
-					l := (p*7 + c*13) % 50 // some parts empty
-					if c == 5 && p == n-1 {
-						l = 300 << 10 // spans several slots
+			allGatherCalls(ctx, t, rt, 12)
+		})
+	}
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		t.Run(string(tr)+"/group", func(t *testing.T) {
+			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
+				g, err := rt.GroupCreate(ctx, []int{0, 2, 3})
+				require.NoError(t, err)
+				for range 2 {
+					if g.Rank() >= 0 {
+						allGatherCalls(ctx, t, g, 7)
 					}
-					offs[p+1] = offs[p] + l
+					allGatherCalls(ctx, t, rt, 3)
 				}
-				buf := make([]byte, offs[n])
-				for i := offs[me]; i < offs[me+1]; i++ {
-					buf[i] = byte(me*31 + c + i)
-				}
-				require.NoError(t, rt.AllGather(ctx, buf, offs))
-				for p := range n {
-					for i := offs[p]; i < offs[p+1]; i++ {
-						require.Equal(t, byte(p*31+c+i), buf[i], "call %d, rank %d's part, byte %d", c, p, i)
-					}
-				}
-				allReduceBackToBack(ctx, t, rt, 3)
-			}
-			require.ErrorIs(t, rt.AllGather(ctx, make([]byte, 4), make([]int, n)), rma.ErrOutOfRange)
-			bad := make([]int, n+1)
-			bad[n] = 4
-			if n > 1 {
-				bad[1] = 5 // descending
-			} else {
-				bad[1] = 3 // not the buffer's end
-			}
-			require.ErrorIs(t, rt.AllGather(ctx, make([]byte, 4), bad), rma.ErrOutOfRange)
+			}, rmatest.Transport(tr))
 		})
 	}
 }

@@ -457,9 +457,8 @@ func (g *Group) spread(ctx context.Context, part []byte, to func(k int) bool) er
 
 // AllReduce combines buf element-wise across the members with op and leaves the result in every
 // member's buf (armci_msg_group_gop, GA_Pgroup_dgop): Runtime.AllReduce among the members, on
-// the group's scratch (flag words, no barrier); every member folds the contributions in group
-// rank order, so the result is identical on all of them. Collective over the members; buf has the
-// same length on each.
+// the group's scratch (flag words, no barrier); the result is identical on all of them.
+// Collective over the members; buf has the same length on each.
 //
 // Errors: ErrNotMember, ErrFreed, ErrType, ErrBadOp (nothing is sent), ErrPeerFailed (a member
 // failed), ctx's, transport errors.
@@ -471,6 +470,22 @@ func (g *Group) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf []b
 		return err
 	}
 	return g.rt.allReduce(ctx, g, &g.reduce, typ, op, buf)
+}
+
+// AllGather gathers the members' parts of buf into every member's buf: Runtime.AllGather among
+// the members, on the group's scratch, with offs indexed by group rank (Size()+1 byte offsets;
+// MPI_Allgatherv on a communicator). Collective over the members.
+//
+// Errors: ErrNotMember, ErrFreed, ErrOutOfRange (nothing is sent), ErrPeerFailed (a member
+// failed), ctx's, transport errors.
+func (g *Group) AllGather(ctx context.Context, buf []byte, offs []int) error {
+	if err := g.usable("group all-gather"); err != nil {
+		return err
+	}
+	if err := checkGather(len(g.members), buf, offs); err != nil {
+		return err
+	}
+	return g.rt.allGather(ctx, g, &g.reduce, buf, offs)
 }
 
 // Broadcast copies the buf of group rank root into every member's buf (armci_msg_group_bcast,
