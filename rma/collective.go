@@ -26,14 +26,14 @@ const slotHead = 16
 
 // AllReduce combines buf element-wise across all ranks with op and leaves the result in every
 // rank's buf (armci_msg_gop / GA_Dgop). It is collective; buf holds elements of typ and must have
-// the same length on every rank. The result is identical on all ranks: every rank folds the
-// contributions in rank order. Errors: ErrType, ErrBadOp, ErrPeerFailed (a rank failed before
-// its contribution arrived), transport errors.
+// the same length on every rank. The result is identical on all ranks. Errors: ErrType,
+// ErrBadOp, ErrPeerFailed (a rank failed before its contribution arrived), transport errors.
 //
-// Each chunk that fits a scratch slot is put into slot[me] of every rank (after a zero guard word),
-// then one is added to the slot's flag word, which so counts the chunks this rank put there; each
-// rank waits until the flags of the other ranks' slots count the step's chunk and reduces the
-// slots locally. No barrier and no wait for the puts' remote completion: the flag's accumulate
+// Among the ranks of one node over shared memory (by recursive doubling where a rank is reached
+// over the network: reduceDoubling), each chunk that fits a scratch slot is put into slot[me] of
+// every rank (after a zero guard word), then one is added to the slot's flag word, which so
+// counts the chunks this rank put there; each rank waits until the flags of the other ranks'
+// slots count the step's chunk and folds the slots locally, in rank order. No barrier and no wait for the puts' remote completion: the flag's accumulate
 // also adds zero to the guard word, so it overlaps the put and is applied after it — by program
 // order over shared memory, by the network channel's ordering of overlapping operations (one
 // queue pair) over the network — and as an atomic add it orders the data before the flag for the
