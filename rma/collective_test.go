@@ -53,20 +53,13 @@ func TestAllReduceBackToBack(t *testing.T) {
 		})
 	}
 	// a group of three of four ranks, its AllReduces interleaved with the world's
-	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
-		t.Run(string(tr)+"/group", func(t *testing.T) {
-			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
-				g, err := rt.GroupCreate(ctx, []int{0, 2, 3})
-				require.NoError(t, err)
-				for range 3 {
-					if g.Rank() >= 0 {
-						allReduceBackToBack(ctx, t, g, 30)
-					}
-					allReduceBackToBack(ctx, t, rt, 10)
-				}
-			}, rmatest.Transport(tr))
-		})
-	}
+	groupBetweenWorld(t, 3, func(ctx context.Context, t testing.TB, c allGatherer, group bool) {
+		n := 10
+		if group {
+			n = 30
+		}
+		allReduceBackToBack(ctx, t, c, n)
+	})
 	t.Run("tcp/np3/rails2/paths3", func(t *testing.T) {
 		rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 			allReduceBackToBack(ctx, t, rt, 300)
@@ -127,16 +120,29 @@ func TestAllGather(t *testing.T) {
 			allGatherCalls(ctx, t, rt, 12)
 		})
 	}
+	groupBetweenWorld(t, 2, func(ctx context.Context, t testing.TB, c allGatherer, group bool) {
+		n := 3
+		if group {
+			n = 7
+		}
+		allGatherCalls(ctx, t, c, n)
+	})
+}
+
+// groupBetweenWorld runs jobs of four ranks over shared memory and over tcp in which a group of
+// ranks 0, 2 and 3 and the world take turns, rounds times: calls runs a batch of collectives on
+// the group (group true, its members only) or on the world.
+func groupBetweenWorld(t *testing.T, rounds int, calls func(ctx context.Context, t testing.TB, c allGatherer, group bool)) {
 	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
 		t.Run(string(tr)+"/group", func(t *testing.T) {
 			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
 				g, err := rt.GroupCreate(ctx, []int{0, 2, 3})
 				require.NoError(t, err)
-				for range 2 {
+				for range rounds {
 					if g.Rank() >= 0 {
-						allGatherCalls(ctx, t, g, 7)
+						calls(ctx, t, g, true)
 					}
-					allGatherCalls(ctx, t, rt, 3)
+					calls(ctx, t, rt, false)
 				}
 			}, rmatest.Transport(tr))
 		})
