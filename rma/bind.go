@@ -37,10 +37,10 @@ import (
 
 // tcpProcs decides, once the tcp devices are open, for a rank whose machine has more ranks than
 // CPUs (so it is not bound): the only rank of its process (alone), it runs one Go processor
-// unless the user set GOMAXPROCS:
-// with two, each tcp frame that a waiting rank's progress call hands to its reader may wake a
-// second thread, one more to schedule on cores that every rank already competes for (CG class A
-// over tcp, 4 ranks on 2 cores, ran about a fifth faster with one).
+// unless the user set GOMAXPROCS. With two, each tcp frame that a waiting rank's progress call
+// hands to its reader may wake a second thread, one more to schedule on cores that every rank
+// already competes for (CG class A over tcp, 4 ranks on 2 cores, ran about a fifth faster with
+// one).
 func (r *Runtime) tcpProcs(alone bool) {
 	if len(r.progress) == 0 || r.machineRanks <= runtime.NumCPU() {
 		return

@@ -33,8 +33,8 @@ const slotHead = 16
 // over the network: reduceDoubling), each chunk that fits a scratch slot is put into slot[me] of
 // every rank (after a zero guard word), then one is added to the slot's flag word, which so
 // counts the chunks this rank put there; each rank waits until the flags of the other ranks'
-// slots count the step's chunk and folds the slots locally, in rank order. No barrier and no wait for the puts' remote completion: the flag's accumulate
-// also adds zero to the guard word, so it overlaps the put and is applied after it — by program
+// slots count the step's chunk and folds the slots locally, in rank order. No barrier and no
+// wait for the puts' remote completion: the flag's accumulate also adds zero to the guard word, so it overlaps the put and is applied after it — by program
 // order over shared memory, by the network channel's ordering of overlapping operations (one
 // queue pair) over the network — and as an atomic add it orders the data before the flag for the
 // rank that polls the flag (which never reads the guard). The slots of alternate chunks and calls
@@ -52,8 +52,8 @@ func (r *Runtime) AllReduce(ctx context.Context, typ AccType, op ReduceOp, buf [
 	return r.allReduce(ctx, worldScratch{r}, &r.reduce, typ, op, buf)
 }
 
-// scratch is a set of ranks and their collective scratch, as AllReduce uses them: the world's
-// (worldScratch) or a group's (Group).
+// scratch is a set of ranks and their collective scratch, as AllReduce and AllGather use them:
+// the world's (worldScratch) or a group's (Group).
 type scratch interface {
 	// scratchMembers is the number of member ranks and this rank's index among them.
 	scratchMembers() (n, me int)
@@ -75,8 +75,9 @@ func (w worldScratch) slot(k int) (int, int)      { return w.r.slot(k) }
 func (w worldScratch) scratchSeg() *Segment       { return w.r.sys }
 func (w worldScratch) scratchStep() *uint64       { return &w.r.collStep }
 
-// reduceState is AllReduce's state on one scratch: the accumulator, each set's last chunk after
-// its guard word with that chunk's puts in flight, and each set's chunks so far.
+// reduceState is the collectives' (AllReduce's, AllGather's) state on one scratch: the
+// accumulator, each set's last messages (a chunk after its guard word) with their puts in
+// flight, and the chunks each member has put so far.
 type reduceState struct {
 	acc []byte
 	tmp []byte // a chunk's worth, for folds whose first operand is a slot
@@ -136,6 +137,8 @@ func (r *Runtime) allReduce(ctx context.Context, c scratch, st *reduceState, typ
 			*c.scratchStep()++
 			continue
 		}
+		o, _ := c.slot(me)
+		copy(mine[o:], part) // folded with the others' below
 		if err := r.contribute(ctx, c, st, part, set); err != nil {
 			return err
 		}
@@ -216,8 +219,8 @@ var flagAdd = func() []byte {
 	return b
 }()
 
-// contribute puts part, after a zero guard word, into my slot of every member of c, then adds one
-// to the slot's flag word (see AllReduce). The puts are left in flight: the set's next
+// contribute puts part, after a zero guard word, into my slot of every other member of c, then
+// adds one to the slot's flag word (see AllReduce). The puts are left in flight: the set's next
 // contribution completes them before it reuses their buffer (they complete long before, as a
 // rule: the other members' contributions to a later step come after they placed this one), and a
 // parked wait for each here would cost a scheduler round trip per put where ranks outnumber
@@ -227,8 +230,6 @@ func (r *Runtime) contribute(ctx context.Context, c scratch, st *reduceState, pa
 		return err
 	}
 	n, me := c.scratchMembers()
-	off, _ := c.slot(me)
-	copy(c.scratchSeg().Local()[off:], part)
 	msg := st.msg[set][:8+len(part)]
 	clear(msg[:8])
 	copy(msg[8:], part)

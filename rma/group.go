@@ -50,7 +50,7 @@ type Group struct {
 	sys       *Segment // barrier flags and collective scratch; nil outside the group
 	barrierID uint64
 	collStep  uint64      // collective steps so far: the scratch set of the next
-	reduce    reduceState // AllReduce's state on the group's scratch (collective.go)
+	reduce    reduceState // the collectives' state on the group's scratch (collective.go)
 	freed     atomic.Bool
 }
 
@@ -423,7 +423,7 @@ func (g *Group) slot(k int) (int, int) {
 	return flagBytes + (set*len(g.members)+k)*n + slotHead, n - slotHead
 }
 
-// The group's members and scratch, for AllReduce (scratch).
+// The group's members and scratch, for AllReduce and AllGather (scratch).
 func (g *Group) scratchMembers() (int, int) { return len(g.members), g.me }
 func (g *Group) scratchRank(k int) int      { return g.members[k] }
 func (g *Group) scratchSeg() *Segment       { return g.sys }

@@ -191,7 +191,7 @@ type Runtime struct {
 	live    map[int]*Segment
 
 	sys        *Segment    // barrier flags and collective scratch
-	reduce     reduceState // AllReduce's state on the system segment's scratch (collective.go)
+	reduce     reduceState // the collectives' state on the system segment's scratch (collective.go)
 	barrierID  uint64
 	barrierAlg BarrierAlg // Barrier's, chosen at Init (barrier_choice.go)
 	node       nodeLayout // this rank's node and the nodes' leaders (BarrierHierarchical)

@@ -23,7 +23,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/goarmci/goarmci/ibv"
-	"github.com/goarmci/goarmci/ibv/provider"
 	"github.com/goarmci/goarmci/ibv/wire"
 )
 
@@ -333,18 +332,6 @@ func (e *Engine) SetArrival(f func()) {
 		return
 	}
 	e.arrival.Store(&f)
-}
-
-// SetArrivalOf is SetArrival on the engine of network device dev (a tcp, udp or fabric device);
-// prov names the caller's provider in errors. Errors wrap ibv.ErrInvalidArgument (dev has no
-// engine).
-func SetArrivalOf(prov string, dev *ibv.Context, f func()) error {
-	d, ok := provider.DeviceDriver(dev).(interface{ Engine() *Engine })
-	if !ok {
-		return fmt.Errorf("%s: %w: %T is not a network device", prov, ibv.ErrInvalidArgument, provider.DeviceDriver(dev))
-	}
-	d.Engine().SetArrival(f)
-	return nil
 }
 
 // timeoutNS converts an IB local ACK timeout exponent (4.096 µs·2^t) to ns with the engine's

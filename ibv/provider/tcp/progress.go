@@ -165,8 +165,10 @@ func Progress(dev *ibv.Context) (func() bool, error) {
 // the frames change (rma's waits) is woken by it instead of by a timer. f runs on a reader's
 // goroutine and must not block. Errors wrap ibv.ErrInvalidArgument (not a tcp device).
 func OnArrival(dev *ibv.Context, f func()) error {
-	if _, err := engine.DriverOf[*driver]("tcp", dev); err != nil {
+	d, err := engine.DriverOf[*driver]("tcp", dev)
+	if err != nil {
 		return err
 	}
-	return engine.SetArrivalOf("tcp", dev, f)
+	d.Engine().SetArrival(f)
+	return nil
 }
