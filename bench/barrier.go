@@ -83,6 +83,9 @@ func runBarrier(ctx context.Context, rt *rma.Runtime, o Options) ([]string, []Ro
 	var cols []string
 	measure := func(name string, barrier func() error) error {
 		cols = append(cols, name+" (us)")
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+			return err
+		}
 		var t0 time.Time
 		for i := range skip + iters {
 			if i == skip {

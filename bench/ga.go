@@ -38,6 +38,9 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 	switch s.Name {
 	case "ga_sync":
 		iters, skip := o.Counts(Latency, 0)
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+			return nil, err
+		}
 		var t0 time.Time
 		for i := range skip + iters {
 			if i == skip {
@@ -57,6 +60,9 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 		}
 		defer a.Destroy(ctx)
 		iters, skip := o.Counts(Latency, 8)
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+			return nil, err
+		}
 		var v float64
 		if me == origin {
 			sub := []int{target}
@@ -99,6 +105,9 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 		b := buf[:elems]
 		iters, skip := o.Counts(Latency, size)
 		if err := a.Sync(ctx); err != nil {
+			return nil, err
+		}
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
 			return nil, err
 		}
 		var lat float64

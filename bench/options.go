@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Errors returned by Options.Check and Run; test them with errors.Is.
@@ -152,6 +153,10 @@ type Options struct {
 	MinSize, MaxSize int
 	// Iterations and Skip, when > 0, replace the OSU counts for every size.
 	Iterations, Skip int
+	// Settle is how long every goarmci rank spins, after a barrier and before the warm-up of each
+	// size, so that the measurement starts in the steady state of a busy Go process (settleRanks);
+	// 0: none. The C peers need none and get none.
+	Settle time.Duration
 	// Window is the number of operations per synchronization in bandwidth tests (default 64).
 	Window int
 	// Baseline adds the physical-limit columns (memcpy, TCP socket) beside the results.
@@ -190,8 +195,8 @@ func (o Options) Check() (Options, Spec, error) {
 	if o.MinSize < 0 || o.MaxSize < o.MinSize {
 		return o, s, fmt.Errorf("%w: sizes %d..%d for %s (allowed %d..%d)", ErrOptions, o.MinSize, o.MaxSize, s.Name, s.MinSize, s.MaxSize)
 	}
-	if o.Iterations < 0 || o.Skip < 0 || o.Window < 0 {
-		return o, s, fmt.Errorf("%w: negative iterations, skip or window", ErrOptions)
+	if o.Iterations < 0 || o.Skip < 0 || o.Window < 0 || o.Settle < 0 {
+		return o, s, fmt.Errorf("%w: negative iterations, skip, settle or window", ErrOptions)
 	}
 	if o.Window == 0 {
 		o.Window = DefaultWindow

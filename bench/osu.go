@@ -197,6 +197,9 @@ func runOneSided(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row
 		if err := rt.Barrier(ctx); err != nil {
 			return nil, err
 		}
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+			return nil, err
+		}
 		var v float64
 		if s.Kind == Latency {
 			v, err = b.latency(ctx, op, iters, skip)

@@ -65,6 +65,9 @@ func runWindow(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, 
 		if err := rt.Barrier(ctx); err != nil {
 			return nil, err
 		}
+		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+			return nil, err
+		}
 		var v float64
 		if s.Kind == Latency {
 			v, err = b.latency(ctx, s.Name, size, iters, skip)

@@ -21,7 +21,7 @@ type DirectMapper interface {
 }
 
 // RemoteView is a load/store view of a checked remote region: Mem is the target's bytes
-// [addr, addr+length) through this process's mapping (the one-copy path of an intra-node RDMA
+// [addr, addr+length), exactly length of them, through this process's mapping (the one-copy path of an intra-node RDMA
 // write or read, done by the caller with copy). Holding a view keeps the mapping alive; Release
 // gives it back (the view must not be used afterwards). A view sees the remote memory itself:
 // it bypasses the send queue, so a caller that also posts work requests on the QP orders them
@@ -59,7 +59,13 @@ func (qp *QP) MapRemote(rkey uint32, addr, length uint64, need Access) (*RemoteV
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteView{Mem: mem, Acc: acc, qp: qp, release: release}, nil
+	if uint64(len(mem)) < length {
+		if release != nil {
+			release()
+		}
+		return nil, fmt.Errorf("%w: MapRemote gave %d of %d bytes", ErrOutOfBounds, len(mem), length)
+	}
+	return &RemoteView{Mem: mem[:length:length], Acc: acc, qp: qp, release: release}, nil
 }
 
 // CanMapRemote reports whether the provider gives direct views of remote memory (MapRemote).

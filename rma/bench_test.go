@@ -96,7 +96,7 @@ func BenchmarkAccFloat64(b *testing.B) {
 // same offset, their Waits, then ARMCI_Fence. One op is one window.
 func BenchmarkNbPutWindow(b *testing.B) {
 	const window = 64
-	for _, size := range []int{64 << 10, 256 << 10} {
+	for _, size := range []int{8, 64 << 10, 256 << 10} {
 		b.Run(fmt.Sprintf("shm/%d", size), func(b *testing.B) {
 			hs := make([]*rma.Handle, 0, window)
 			pair(b, rma.TransportShm, size, func(ctx context.Context, rt *rma.Runtime, seg *rma.Segment, buf []byte) error {

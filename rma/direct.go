@@ -41,6 +41,22 @@ func (s *Segment) view(pe *peer) *ibv.RemoteView {
 	return v
 }
 
+// mappedPart is the fast path of a contiguous Put or Get to a same-node peer: proc's part of seg
+// as its view maps it, when the view is taken and usable and nothing else needs deciding first
+// (the runtime is alive, no rank has failed, no lease to check, no statistics to count). nil
+// sends the operation down the full path, which maps the part on first use and returns the
+// errors.
+func (r *Runtime) mappedPart(seg *Segment, proc int) []byte {
+	if !r.mappedFast || r.finalized.Load() || r.fail.any.Load() || seg.freed || uint(proc) >= uint(len(seg.views)) {
+		return nil
+	}
+	v := seg.views[proc].Load()
+	if v == nil || v == noView || !v.Usable() {
+		return nil
+	}
+	return v.Mem
+}
+
 // mapPart maps pe's whole part of s through its queue pair (ibv.QP.MapRemote), or returns noView
 // (an empty part; memory the provider cannot map). pe is a node peer.
 func (s *Segment) mapPart(pe *peer) *ibv.RemoteView {

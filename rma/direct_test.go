@@ -83,9 +83,17 @@ func directBody(ctx context.Context, t testing.TB, rt *rma.Runtime, shm bool) {
 	require.NoError(t, rt.Get(ctx, seg, peer, part-16, before))
 	require.ErrorIs(t, rt.Put(ctx, make([]byte, 32), seg, peer, part-16), rma.ErrOutOfRange)
 	require.ErrorIs(t, rt.Get(ctx, seg, peer, -1, make([]byte, 4)), rma.ErrOutOfRange)
+	require.ErrorIs(t, rt.Put(ctx, make([]byte, 4), seg, peer, -4), rma.ErrOutOfRange)
+	require.ErrorIs(t, rt.Put(ctx, nil, seg, peer, part+1), rma.ErrOutOfRange)
+	require.ErrorIs(t, rt.Put(ctx, nil, seg, 2, 0), rma.ErrBadRank)
+	require.ErrorIs(t, rt.Get(ctx, seg, -1, 0, make([]byte, 4)), rma.ErrBadRank)
 	after := make([]byte, 16)
 	require.NoError(t, rt.Get(ctx, seg, peer, part-16, after))
 	require.True(t, bytes.Equal(before, after))
+	// the last byte of the part, and an empty transfer at its end
+	require.NoError(t, rt.Put(ctx, nil, seg, peer, part))
+	require.NoError(t, rt.Get(ctx, seg, peer, part-1, after[:1]))
+	require.Equal(t, before[15], after[0])
 
 	require.NoError(t, rt.Barrier(ctx))
 	// what the peer wrote into my part, read locally

@@ -182,6 +182,7 @@ func Init(ctx context.Context, cfg *Config) (_ *Runtime, err error) {
 	fallback := r.fenceNode()
 	r.watchFailures() // from now on: every peer and its connection exist
 	r.fail.lease = fallback && r.fail.member != nil
+	r.mappedFast = !r.stats && !r.fail.lease
 
 	// 4. The runtime's own segment.
 	slot := max(minSlot, (scratchTotal/r.size)&^127) // two sets of Size slots (collective.go)

@@ -170,6 +170,7 @@ type Runtime struct {
 	machineRanks int           // ranks on this machine (host ids equal but for the network namespace)
 	spin         int           // polls a wait spins before it yields (spinBudget)
 	stats        bool          // communication statistics are counted (stats.go)
+	mappedFast   bool          // contiguous Put/Get may take the mapped fast path (mappedPart)
 	syncWaitNS   atomic.Int64  // statistics: time in synchronization waits (barriers, fences, locks, notify)
 	yields       int           // polls a wait yields between before it sleeps: pollYields, 0 on a given device (init.go)
 	progress     []func() bool // the tcp devices' progress calls, made between a wait's yields (yieldUntil)

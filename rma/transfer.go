@@ -53,6 +53,16 @@ func (r *Runtime) transfer(ctx context.Context, x xfer, seg *Segment, proc int, 
 // contiguous issues a contiguous transfer of len(local) bytes at byte offset off of proc's part
 // (the hot path: checked as transfer does, run without building a shape).
 func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Segment, proc, off int, block bool) (*Handle, error) {
+	if x.kind != kAcc {
+		if mem := r.mappedPart(seg, proc); mem != nil && off >= 0 && off <= len(mem) && len(local) <= len(mem)-off {
+			if x.kind == kPut {
+				memcopy.Copy(mem[off:off+len(local)], local)
+			} else {
+				memcopy.Copy(local, mem[off:off+len(local)])
+			}
+			return nil, nil
+		}
+	}
 	pe, err := r.peer(ctx, proc)
 	if err != nil {
 		return nil, err

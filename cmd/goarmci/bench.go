@@ -83,6 +83,7 @@ type benchFlags struct {
 	plot       string
 	iterations int
 	skip       int
+	settle     time.Duration
 	window     int
 	minSize    int
 	maxSize    int
@@ -109,6 +110,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.plot, "plot", "", "also plot the table into this PNG file")
 	fs.IntVar(&f.iterations, "iterations", 0, "iterations per size (default: OSU's, fewer above 8 KiB)")
 	fs.IntVar(&f.skip, "skip", 0, "warm-up iterations per size (default: OSU's)")
+	fs.DurationVar(&f.settle, "settle", bench.DefaultSettle, "each rank spins this long before every size's warm-up, so that the Go runtime's monitor thread has backed off (0: no settling)")
 	fs.IntVar(&f.window, "window", bench.DefaultWindow, "operations per synchronization in bandwidth tests")
 	fs.IntVar(&f.minSize, "min-size", 0, "smallest message in bytes (default: the benchmark's)")
 	fs.IntVar(&f.maxSize, "max-size", 0, "largest message in bytes (default 4 MiB)")
@@ -127,7 +129,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 func (f *benchFlags) options(name string) bench.Options {
 	return bench.Options{
 		Name: name, Sync: bench.Sync(f.sync), MinSize: f.minSize, MaxSize: f.maxSize,
-		Iterations: f.iterations, Skip: f.skip, Window: f.window, Baseline: f.baseline, BarrierAlg: f.alg,
+		Iterations: f.iterations, Skip: f.skip, Settle: f.settle, Window: f.window, Baseline: f.baseline, BarrierAlg: f.alg,
 		API: f.api, Win: f.win,
 	}
 }
@@ -365,7 +367,7 @@ func launchBench(ctx context.Context, stderr io.Writer, f *benchFlags, np int, n
 
 // childArgs repeats the measuring flags for the launched ranks.
 func (f *benchFlags) childArgs() []string {
-	a := []string{childFlag, "-transport", f.transport, "-window", fmt.Sprint(f.window), "-alg", f.alg, "-api", f.api, "-win", f.win}
+	a := []string{childFlag, "-transport", f.transport, "-window", fmt.Sprint(f.window), "-alg", f.alg, "-api", f.api, "-win", f.win, "-settle", f.settle.String()}
 	if f.sync != "" {
 		a = append(a, "-sync", f.sync)
 	}
