@@ -399,6 +399,16 @@ func (c *conn) writev(fd uintptr) bool {
 	}
 }
 
+// failed reports whether the stream has failed (fail was called).
+func (c *conn) failed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // fail closes the stream: queued frames are dropped (the engine retransmits) and later sends
 // return err.
 func (c *conn) fail(err error) {
@@ -411,6 +421,12 @@ func (c *conn) fail(err error) {
 	clear(c.q)
 	c.q, c.arena, c.spareQ, c.spareA = nil, nil, nil, nil
 	nc := c.nc
+	// A stream that is up is closed by its reader when the reader returns (up): the reader reads
+	// and hands frames to the engine inside RawConn.Read (pollReader.serve), and Close waits for
+	// that to end, which would deadlock a fail called from the engine's work inside it, or by a
+	// goroutine holding a lock that work waits for. shutdown(2) instead ends the stream at once
+	// and wakes the reader and the writer.
+	readerCloses, raw := c.ready, c.raw
 	if !c.settledC {
 		c.settledC = true
 		close(c.settled)
@@ -418,7 +434,11 @@ func (c *conn) fail(err error) {
 	close(c.done)
 	remote := c.remote // accept sets it under mu
 	c.mu.Unlock()
-	if nc != nil {
+	switch {
+	case nc == nil:
+	case readerCloses && raw != nil:
+		_ = raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+	default:
 		_ = nc.Close()
 	}
 	c.d.forget(c)
@@ -457,6 +477,7 @@ func (c *conn) up() {
 	default:
 	}
 	c.reader()
+	_ = c.nc.Close() // the stream failed (fail shut it down)
 }
 
 func (c *conn) dial() {
@@ -608,11 +629,9 @@ const (
 	readTail = 2 << 10 // while placing, read this much of what follows into the buffer
 )
 
-// reader hands the stream's frames to the engine until the stream fails.
+// reader hands the stream's frames to the engine until the stream fails. It reads with serve
+// (pollReader) while frames fit the buffer, and with ReadPlaced for a frame placed directly.
 func (c *conn) reader() {
-	e := c.d.Engine()
-	var b engine.Batch
-	buf := make([]byte, readBufSize)
 	rd := newPollReader(c.nc, c.d.cfg.PollBudget)
 	rd.act = &c.lastAct
 	rd.progress = c.d.progress
@@ -622,77 +641,148 @@ func (c *conn) reader() {
 		c.d.publishLocked()
 	}
 	c.d.mu.Unlock()
-	r, w := 0, 0
-	skip := 0          // bytes of a dropped frame still to discard
-	streaming := false // the last frame was placed: read little until the next one's headers
-	for {
-		rb := buf[w:]
-		if streaming && len(rb) > readTail {
-			rb = rb[:readTail]
-		}
-		n, err := rd.Read(rb)
-		w += n
-		if skip > 0 {
-			k := min(skip, w-r)
-			r += k
-			skip -= k
-		}
-		for w-r >= 4 {
-			l := int(binary.LittleEndian.Uint32(buf[r:]))
-			if l > maxFrame {
-				e.EndBatch(&b)
-				c.fail(fmt.Errorf("%w: %d-byte frame from %s", ErrProtocol, l, c.remote))
+	in := &streamIn{c: c, e: c.d.Engine(), rd: rd, buf: make([]byte, readBufSize)}
+	for !c.failed() {
+		switch {
+		case in.placing:
+			in.placing = false
+			if !in.frames(0, nil, true) {
 				return
 			}
-			if w-r >= 4+l {
-				streaming = false
-				if drop := c.d.cfg.DropInbound; drop == nil || !drop(c.port.num, buf[r+4:r+4+l]) {
-					e.Deliver(&b, buf[r+4:r+4+l], c)
-				}
-				r += 4 + l
-				continue
+		case rd.canServe():
+			err := rd.serve(in)
+			if in.failed || c.failed() {
+				return
 			}
-			if 4+l-(w-r) >= placeMin && c.d.cfg.DropInbound == nil {
-				var nr, nw int
-				var perr error
-				placed := false
-				if placed, nr, nw, skip, perr = c.place(e, &b, rd, buf, r, w, l); placed {
-					r, w, streaming = nr, nw, true
-					if perr != nil {
-						e.EndBatch(&b)
-						c.fail(fmt.Errorf("tcp: read from %s: %w", c.remote, perr))
-						return
-					}
-					if skip > 0 {
-						k := min(skip, w-r)
-						r += k
-						skip -= k
-					}
-					continue
-				}
+			if rd.wait.retried(err) || err == nil {
+				continue // woken by the progress call, or a frame to place
 			}
-			if 4+l > len(buf)-r { // make room for the whole frame
-				nb := buf
-				if 4+l > len(buf) {
-					nb = make([]byte, 4+l)
-				}
-				w = copy(nb, buf[r:w])
-				r, buf = 0, nb
-			}
-			break
-		}
-		e.EndBatch(&b)
-		if r == w {
-			r, w = 0, 0
-		} else if len(buf)-w < 64<<10 {
-			w = copy(buf, buf[r:w])
-			r = 0
-		}
-		if err != nil {
+			in.e.EndBatch(&in.b)
 			c.fail(fmt.Errorf("tcp: read from %s: %w", c.remote, err))
 			return
+		default:
+			n, err := rd.Read(in.room())
+			if !in.frames(n, err, true) {
+				return
+			}
 		}
 	}
+}
+
+// streamIn is a stream reader's buffer and the frames in it, between reads.
+type streamIn struct {
+	c    *conn
+	e    *engine.Engine
+	rd   *pollReader
+	b    engine.Batch
+	buf  []byte
+	r, w int
+	skip int // bytes of a dropped frame still to discard
+	// streaming: the last frame was placed, so read little until the next one's headers
+	streaming bool
+	// placing: the frame at r is to be placed directly, which needs reads of its own (frames
+	// with place); failed: the stream failed (c.fail was called)
+	placing, failed bool
+}
+
+// room is the part of the buffer the next read fills.
+func (in *streamIn) room() []byte {
+	rb := in.buf[in.w:]
+	if in.streaming && len(rb) > readTail {
+		rb = rb[:readTail]
+	}
+	return rb
+}
+
+// took is serve's frameSink: n bytes were read into room. Serving ends with a frame to place,
+// and once the stream has failed (by the engine's work in frames, or from another goroutine).
+func (in *streamIn) took(n int) bool {
+	if !in.frames(n, nil, false) || in.placing {
+		return false
+	}
+	select {
+	case <-in.c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// frames accounts n bytes read into room (with the read's error err) and hands every whole
+// frame in the buffer to the engine. A large frame whose payload has not arrived is placed
+// directly when place is set; without place, frames stops before it and sets placing. It
+// reports false when the stream failed (after c.fail).
+func (in *streamIn) frames(n int, err error, place bool) bool {
+	c, e := in.c, in.e
+	in.w += n
+	if in.skip > 0 {
+		k := min(in.skip, in.w-in.r)
+		in.r += k
+		in.skip -= k
+	}
+	for in.w-in.r >= 4 {
+		buf, r, w := in.buf, in.r, in.w
+		l := int(binary.LittleEndian.Uint32(buf[r:]))
+		if l > maxFrame {
+			e.EndBatch(&in.b)
+			return in.fail(fmt.Errorf("%w: %d-byte frame from %s", ErrProtocol, l, c.remote))
+		}
+		if w-r >= 4+l {
+			in.streaming = false
+			if drop := c.d.cfg.DropInbound; drop == nil || !drop(c.port.num, buf[r+4:r+4+l]) {
+				e.Deliver(&in.b, buf[r+4:r+4+l], c)
+			}
+			in.r += 4 + l
+			continue
+		}
+		if 4+l-(w-r) >= placeMin && c.d.cfg.DropInbound == nil {
+			if !place {
+				in.placing = true
+				break
+			}
+			placed, nr, nw, skip, perr := c.place(e, &in.b, in.rd, buf, r, w, l)
+			if placed {
+				in.r, in.w, in.skip, in.streaming = nr, nw, skip, true
+				if perr != nil {
+					e.EndBatch(&in.b)
+					return in.fail(fmt.Errorf("tcp: read from %s: %w", c.remote, perr))
+				}
+				if in.skip > 0 {
+					k := min(in.skip, in.w-in.r)
+					in.r += k
+					in.skip -= k
+				}
+				continue
+			}
+		}
+		if 4+l > len(buf)-r { // make room for the whole frame
+			nb := buf
+			if 4+l > len(buf) {
+				nb = make([]byte, 4+l)
+			}
+			in.w = copy(nb, buf[r:w])
+			in.r, in.buf = 0, nb
+		}
+		break
+	}
+	e.EndBatch(&in.b)
+	if in.r == in.w {
+		in.r, in.w = 0, 0
+	} else if len(in.buf)-in.w < 64<<10 {
+		in.w = copy(in.buf, in.buf[in.r:in.w])
+		in.r = 0
+	}
+	if err != nil {
+		return in.fail(fmt.Errorf("tcp: read from %s: %w", c.remote, err))
+	}
+	return true
+}
+
+// fail fails the stream with err and reports false.
+func (in *streamIn) fail(err error) bool {
+	in.failed = true
+	in.c.fail(err)
+	return false
 }
 
 // place tries direct placement of the frame of length l at buf[r:w] (its headers are there, at

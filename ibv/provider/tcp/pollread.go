@@ -51,6 +51,20 @@ type pollReader struct {
 	act     *atomic.Int64 // set to the time of every read that returns data (or nil)
 	fn      func(fd uintptr) bool
 	lowat   int // the socket's SO_RCVLOWAT as last set (1: the kernel's default)
+
+	// serve's state: where the reads go, the callback that RawConn.Read calls (built once: no
+	// allocation per call), and why the last serve ended
+	sink    frameSink
+	serveFn func(fd uintptr) bool
+	stopped bool
+}
+
+// frameSink receives what serve reads: room is where the next read goes (empty: stop serving),
+// took hands over the n bytes just read into it and reports whether serving goes on (false: the
+// stream failed, or a frame needs reads of its own, ReadPlaced's).
+type frameSink interface {
+	room() []byte
+	took(n int) bool
 }
 
 // Receive low-water mark. A large frame arrives as many TCP segments, and every segment that
@@ -113,7 +127,70 @@ func newPollReader(nc net.Conn, budget time.Duration) *pollReader {
 		}
 	}
 	p.fn = p.try
+	p.serveFn = p.serveRead
 	return p
+}
+
+// canServe reports whether the stream may be read with serve: a socket of its own and no poll
+// budget (a polling reader keeps ReadPlaced's loop).
+func (p *pollReader) canServe() bool { return p.rc != nil && p.budget == 0 }
+
+// serve reads the stream into sink inside one RawConn.Read until sink stops it, the stream
+// fails, or the progress call wakes the reader (err then satisfies wait.retried). Staying inside
+// one RawConn.Read is what saves a system call per frame: RawConn.Read forgets, on entry, that
+// the socket became readable, so a reader that enters it once per frame must read until EAGAIN
+// before it parks; inside one call the netpoller keeps the readiness that data arriving after a
+// read signals, so a read that returns less than it asked for (the socket drained) parks at
+// once. It returns nil when sink stopped it, the read's error (io.EOF at the end of the stream),
+// or the netpoller's.
+func (p *pollReader) serve(sink frameSink) error {
+	p.sink, p.stopped, p.rerr = sink, false, nil
+	defer func() { p.sink, p.b = nil, nil }()
+	err := p.rc.Read(p.serveFn)
+	switch {
+	case err != nil:
+		return err
+	case p.stopped:
+		return nil
+	}
+	return p.rerr
+}
+
+// serveRead is serve's RawConn.Read callback: false parks the goroutine until the socket is
+// readable (or the progress call wakes it).
+func (p *pollReader) serveRead(fd uintptr) bool {
+	p.wait.unpark()
+	for {
+		p.b = p.sink.room()
+		if len(p.b) == 0 {
+			p.stopped = true
+			return true
+		}
+		n, err := p.read(fd)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return p.park(fd)
+		case err != nil:
+			p.rerr = err
+			return true
+		case n == 0:
+			p.rerr = io.EOF
+			return true
+		}
+		p.last = time.Now()
+		if p.act != nil {
+			p.act.Store(p.last.UnixNano())
+		}
+		if !p.sink.took(n) {
+			p.stopped = true
+			return true
+		}
+		if n < len(p.b) {
+			return p.park(fd) // drained: data that comes later makes the socket readable again
+		}
+	}
 }
 
 // try is the RawConn.Read callback: read, and while traffic is active poll for up to the
