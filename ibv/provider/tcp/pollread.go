@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,6 +58,11 @@ type pollReader struct {
 	sink    frameSink
 	serveFn func(fd uintptr) bool
 	stopped bool
+	// own is held by whoever reads the socket into sink: serveRead while it runs, steal while it
+	// reads in the reader's place; stealable: the reader is parked inside serve, so its socket
+	// stays open and sink is ready for another goroutine's reads (steal)
+	own       sync.Mutex
+	stealable atomic.Bool
 }
 
 // frameSink receives what serve reads: room is where the next read goes (empty: stop serving),
@@ -144,8 +150,15 @@ func (p *pollReader) canServe() bool { return p.rc != nil && p.budget == 0 }
 // once. It returns nil when sink stopped it, the read's error (io.EOF at the end of the stream),
 // or the netpoller's.
 func (p *pollReader) serve(sink frameSink) error {
+	p.own.Lock()
 	p.sink, p.stopped, p.rerr = sink, false, nil
-	defer func() { p.sink, p.b = nil, nil }()
+	p.own.Unlock()
+	defer func() {
+		p.own.Lock()
+		p.stealable.Store(false)
+		p.sink, p.b = nil, nil
+		p.own.Unlock()
+	}()
 	err := p.rc.Read(p.serveFn)
 	switch {
 	case err != nil:
@@ -160,24 +173,37 @@ func (p *pollReader) serve(sink frameSink) error {
 // readable (or the progress call wakes it).
 func (p *pollReader) serveRead(fd uintptr) bool {
 	p.wait.unpark()
+	p.own.Lock()
+	p.stealable.Store(false)
+	park := p.serveLocked(fd)
+	if park {
+		p.stealable.Store(true)
+	}
+	p.own.Unlock()
+	return !park
+}
+
+// serveLocked is serveRead's reads (own held); it reports whether the reader parks.
+func (p *pollReader) serveLocked(fd uintptr) bool {
 	for {
 		p.b = p.sink.room()
 		if len(p.b) == 0 {
 			p.stopped = true
-			return true
+			return false
 		}
 		n, err := p.read(fd)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return p.park(fd)
+			p.park(fd)
+			return true
 		case err != nil:
 			p.rerr = err
-			return true
+			return false
 		case n == 0:
 			p.rerr = io.EOF
-			return true
+			return false
 		}
 		p.last = time.Now()
 		if p.act != nil {
@@ -185,10 +211,11 @@ func (p *pollReader) serveRead(fd uintptr) bool {
 		}
 		if !p.sink.took(n) {
 			p.stopped = true
-			return true
+			return false
 		}
 		if n < len(p.b) {
-			return p.park(fd) // drained: data that comes later makes the socket readable again
+			p.park(fd) // drained: data that comes later makes the socket readable again
+			return true
 		}
 	}
 }
@@ -241,6 +268,49 @@ func (p *pollReader) park(fd uintptr) bool {
 	p.setLowat(fd)
 	p.wait.park()
 	return false
+}
+
+// steal reads the socket in the place of a reader parked inside serve, on the caller's
+// goroutine: the frames go to the reader's sink as the reader would hand them over, without the
+// reader's wake-up (the progress call's deadline, a switch to the reader's goroutine). A reader
+// that wakes meanwhile waits for own, then finds the socket drained and parks again. ok is false
+// when the reader is not parked inside serve (or another goroutine reads); got reports that
+// frames were read; wake that the reader must run (an error or the end of the stream to report,
+// a frame to place, a failed stream): the caller wakes it.
+func (p *pollReader) steal() (ok, got, wake bool) {
+	if !p.stealable.Load() || !p.own.TryLock() {
+		return false, false, false
+	}
+	defer p.own.Unlock()
+	if !p.stealable.Load() {
+		return false, false, false
+	}
+	for {
+		p.b = p.sink.room()
+		if len(p.b) == 0 {
+			return true, got, true
+		}
+		n, err := p.read(uintptr(p.fd))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true, got, false
+		case err != nil || n == 0:
+			return true, got, true // the reader reads it again and reports it
+		}
+		got = true
+		p.last = time.Now()
+		if p.act != nil {
+			p.act.Store(p.last.UnixNano())
+		}
+		if !p.sink.took(n) {
+			return true, got, true
+		}
+		if n < len(p.b) {
+			return true, got, false
+		}
+	}
 }
 
 // readv reads into b, then b2, with one system call.

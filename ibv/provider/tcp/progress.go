@@ -22,9 +22,13 @@ import (
 // (Config.PollBudget) while a frame arrives on another stream of the device.
 //
 // The progress call (Progress) closes that gap without a system call per stream: one poll(2)
-// over the sockets of the parked readers, and every reader whose socket has data (or an error)
-// is woken at once by setting its read deadline in the past, which makes its goroutine runnable
-// on the caller's processor without the netpoller; the reader clears the deadline and reads. A
+// over the sockets of the parked readers, and the caller reads every socket that has data in
+// the place of its reader, which is parked inside pollReader.serve (steal: the frames go to the
+// engine on the caller's goroutine). A reader that must run itself (an error to report, a frame
+// to place directly, a reader parked in the middle of a placed frame) is woken at once by
+// setting its read deadline in the past, which makes its goroutine runnable on the caller's
+// processor without the netpoller; the reader clears the deadline and reads. With one or two
+// parked readers and no parked writer the call reads their sockets without the poll. A
 // stream's writer goroutine that waits for room in a full socket is woken the same way (its
 // write deadline) when the socket has room again: a large transfer is written by the writer.
 // Polling consumers call it between their yields (rma's waits), polling readers between their
@@ -38,7 +42,8 @@ type streamSet struct {
 	fds  []unix.PollFd
 	cs   []*conn
 
-	kicks atomic.Uint64 // readers and writers woken (tests)
+	kicks  atomic.Uint64 // readers and writers woken (tests)
+	steals atomic.Uint64 // reads in a parked reader's place that found frames (tests)
 }
 
 // kickTime is a deadline in the past: setting it wakes a goroutine parked on the socket.
@@ -106,6 +111,9 @@ func (d *driver) progress() bool {
 		return false
 	}
 	defer s.scan.Unlock()
+	if done, woke := d.stealFew(*all); done {
+		return woke
+	}
 	fds, cs := s.fds[:0], s.cs[:0]
 	defer clear(cs) // keep no closed stream
 	for _, c := range *all {
@@ -134,9 +142,16 @@ func (d *driver) progress() bool {
 		if re == 0 {
 			continue
 		}
-		if re&^unix.POLLOUT != 0 && cs[i].rd.wait.wake() { // data, or an error the reader reports
-			s.kicks.Add(1)
-			woke = true
+		if re&^unix.POLLOUT != 0 { // data, or an error the reader reports
+			ok, got, wake := cs[i].rd.steal()
+			if got {
+				s.steals.Add(1)
+				woke = true
+			}
+			if (!ok || wake) && cs[i].rd.wait.wake() {
+				s.kicks.Add(1)
+				woke = true
+			}
 		}
 		if re&^unix.POLLIN != 0 && cs[i].wwait.wake() {
 			s.kicks.Add(1)
@@ -144,6 +159,50 @@ func (d *driver) progress() bool {
 		}
 	}
 	return woke
+}
+
+// stealMax is the most parked readers whose sockets the progress call reads without a poll(2)
+// first (a read that finds nothing costs about what the poll costs).
+const stealMax = 2
+
+// stealFew is the progress call for a device with at most stealMax parked readers, all parked
+// inside serve, and no parked writer: it reads their sockets in their place (pollReader.steal)
+// and wakes a reader only for what the reader must do itself. done is false when the call needs
+// the poll (more readers, a writer, a reader parked elsewhere); woke reports frames read or a
+// reader woken.
+func (d *driver) stealFew(all []*conn) (done, woke bool) {
+	n := 0
+	for _, c := range all {
+		if c.wwait.parked.Load() {
+			return false, false
+		}
+		if c.rd.wait.parked.Load() {
+			if n++; n > stealMax || !c.rd.stealable.Load() {
+				return false, false
+			}
+		}
+	}
+	if n == 0 {
+		return true, false
+	}
+	for _, c := range all {
+		if !c.rd.wait.parked.Load() {
+			continue
+		}
+		ok, got, wake := c.rd.steal()
+		if got {
+			d.streams.steals.Add(1)
+			woke = true
+		}
+		switch {
+		case !ok:
+			return false, woke // the reader runs, or parked elsewhere just now: poll
+		case wake && c.rd.wait.wake():
+			d.streams.kicks.Add(1)
+			woke = true
+		}
+	}
+	return true, woke
 }
 
 // Progress returns the progress call of tcp device dev: it wakes the device's stream readers
