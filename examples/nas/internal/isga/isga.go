@@ -4,20 +4,21 @@
 // generates its block directly (the generator jumps ahead, as NPB's find_my_seed does). A second
 // global array receives the redistributed keys: one block per rank, of the rank's share of the
 // keys plus the largest bucket (a rank's range of buckets never holds more; NPB's MPI version
-// sizes its key_buff2 likewise with a margin). A third, of Size·Size rows of NumBuckets+5 int32
-// (block r: rank r's copy of every rank's row), carries every rank's bucket counts and the test
-// keys it holds to every rank.
+// sizes its key_buff2 likewise with a margin). Every rank's bucket counts and the test keys it
+// holds (a row of NumBuckets+5 int32) reach every rank by an all-gather.
 //
-// Every exchange is a Put into the memory of the rank that reads it, followed by GA_Sync, as
-// NPB-MPI's all-to-alls: no rank ever Gets from a rank that may be computing (over a network, a
-// Get from a rank busy outside the runtime waits for its next call).
+// Every exchange pushes data into the memory of the rank that reads it, as NPB-MPI's
+// collectives: the all-gather of the rows (globalarray.AllGather, NPB's MPI_Allreduce and
+// MPI_Alltoall of the counts in one) and the redistribution's Puts followed by GA_Sync (NPB's
+// MPI_Alltoallv). No rank ever Gets from a rank that may be computing (over a network, a Get
+// from a rank busy outside the runtime waits for its next call).
 //
 // One ranking (NPB's rank()):
 //  1. rank 0 changes the two modified keys (key[it] = it, key[it+10] = MaxKey − it) in its
 //     block; a job whose rank 0 does not hold them all Puts them, then GA_Syncs.
 //  2. each rank counts its keys per bucket (the high bits of the key), reads the test keys of
-//     the partial verification that lie in its block, and Puts that row into every rank's copy;
-//     GA_Sync. The prefix sums of the bucket totals give where each bucket starts in key order;
+//     the partial verification that lie in its block, and all-gathers that row (no GA_Sync: the
+//     all-gather ends when every row has arrived). The prefix sums of the bucket totals give where each bucket starts in key order;
 //     bucket b is ranked by the rank whose share of the keys holds that start, so each rank
 //     ranks a contiguous range of buckets (of key values).
 //  3. each rank sorts its keys by bucket (so by destination rank) and Puts each destination's
@@ -33,7 +34,8 @@
 // before it; the counts of keys out of order are summed with GA_Igop.
 //
 // Source: NPB 3.x IS (is.c: create_seq, rank, full_verify; the MPI version's bucket
-// redistribution); GA's NGA_Create/NGA_Put/NGA_Get/NGA_Access/GA_Sync/GA_Igop.
+// redistribution); GA's NGA_Create/NGA_Put/NGA_Get/NGA_Access/GA_Sync/GA_Igop, and the
+// all-gather a GA program calls MPI for.
 package isga
 
 import (
@@ -60,19 +62,18 @@ type sorter struct {
 
 	keys   *globalarray.Array[int32] // key_array
 	redist *globalarray.Array[int32] // key_buff2: keys grouped by the rank that ranks them
-	rows   *globalarray.Array[int32] // Size × Size rows of row ints: block r is rank r's copy
 	row    int                       // NumBuckets counts + TestArraySize test keys
 
-	myKeys   []int32 // local block of keys (NGA_Access, released at the end)
-	accessed bool
-	// rowsAccessed and redistAccessed: myRows and myRedist are accessed (released at the end)
-	rowsAccessed, redistAccessed bool
-	keyLo                        int     // global index of myKeys[0]
-	blockLo                      []int   // first key of each rank's share (ranks owning nothing: -1)
-	slot                         int     // keys per rank's block of redist
-	myRows                       []int32 // my block of rows (NGA_Access)
-	myRedist                     []int32 // my block of redist (NGA_Access)
-	testRank                     []int   // the rank whose block of keys holds each test key
+	myKeys         []int32 // local block of keys (NGA_Access, released at the end)
+	accessed       bool
+	redistAccessed bool    // myRedist is accessed (released at the end)
+	keyLo          int     // global index of myKeys[0]
+	blockLo        []int   // first key of each rank's share (ranks owning nothing: -1)
+	slot           int     // keys per rank's block of redist
+	myRows         []int32 // every rank's row: rank r's at r·row
+	rowOffs        []int   // where each rank's row starts in myRows; Size+1 entries
+	myRedist       []int32 // my block of redist (NGA_Access)
+	testRank       []int   // the rank whose block of keys holds each test key
 	// modifyLocal: rank 0's block holds every key the iterations modify, so it changes them in
 	// place and no GA_Sync has to make its Puts visible
 	modifyLocal bool
@@ -110,13 +111,10 @@ func Run(ctx context.Context, rt *rma.Runtime, p is.Params, log io.Writer) (res 
 		if s.accessed {
 			s.keys.Release()
 		}
-		if s.rowsAccessed {
-			s.rows.Release()
-		}
 		if s.redistAccessed {
 			s.redist.Release()
 		}
-		for _, a := range []*globalarray.Array[int32]{s.keys, s.redist, s.rows} {
+		for _, a := range []*globalarray.Array[int32]{s.keys, s.redist} {
 			if a != nil {
 				if derr := a.Destroy(ctx); derr != nil && err == nil {
 					err = fmt.Errorf("isga: destroy: %w", derr)
@@ -193,14 +191,11 @@ func (s *sorter) setup(ctx context.Context) error {
 		return fmt.Errorf("isga: create keys: %w", err)
 	}
 	s.row = s.nb + is.TestArraySize
-	if s.rows, err = globalarray.Create[int32](ctx, s.rt, "is.rows", []int{s.size * s.size * s.row},
-		globalarray.Irregular([][]int{blockStarts(s.size, s.size*s.row)})); err != nil {
-		return fmt.Errorf("isga: create rows: %w", err)
+	s.myRows = make([]int32, s.size*s.row)
+	s.rowOffs = make([]int, s.size+1)
+	for r := range s.rowOffs {
+		s.rowOffs[r] = r * s.row
 	}
-	if s.myRows, _, err = s.rows.Access(); err != nil {
-		return fmt.Errorf("isga: access rows: %w", err)
-	}
-	s.rowsAccessed = true
 	lo, hi := s.keys.Distribution(s.rank)
 	if hi[0] >= lo[0] {
 		data, _, err := s.keys.Access()
@@ -287,9 +282,8 @@ func (s *sorter) ownerOf(ix int) int {
 	return owner
 }
 
-// exchangeRows counts my keys per bucket, reads the test keys of my share, and Puts that row
-// into every rank's copy (mine directly); GA_Sync; then reads every rank's counts into all and
-// the test keys into pv from my copy.
+// exchangeRows counts my keys per bucket, reads the test keys of my share, and all-gathers that
+// row; then reads every rank's counts into all and the test keys into pv.
 func (s *sorter) exchangeRows(ctx context.Context, pv *[is.TestArraySize]int32) error {
 	is.Count(s.myKeys, s.shift, s.cnt)
 	copy(s.out, s.cnt)
@@ -300,17 +294,8 @@ func (s *sorter) exchangeRows(ctx context.Context, pv *[is.TestArraySize]int32) 
 		}
 	}
 	copy(s.myRows[s.rank*s.row:], s.out)
-	for k := 1; k < s.size; k++ {
-		d := (s.rank + k) % s.size // each rank starts with its next one
-		at := (d*s.size + s.rank) * s.row
-		h, err := s.rows.NbPut(ctx, []int{at}, []int{at + s.row - 1}, s.out, nil)
-		if err != nil {
-			return fmt.Errorf("isga: put counts for rank %d: %w", d, err)
-		}
-		s.hs = append(s.hs, h)
-	}
-	if err := s.syncPuts(ctx); err != nil {
-		return err
+	if err := globalarray.AllGather(ctx, s.rt, s.myRows, s.rowOffs); err != nil {
+		return fmt.Errorf("isga: all-gather the counts: %w", err)
 	}
 	for r := 0; r < s.size; r++ {
 		copy(s.all[r*s.nb:(r+1)*s.nb], s.myRows[r*s.row:])
