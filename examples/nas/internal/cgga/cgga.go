@@ -6,12 +6,15 @@
 // products are local sums combined with GA_Dgop "+" (GopSum).
 //
 // The matrix-vector product needs the whole of p, since random rows touch nearly every column.
-// Each rank gathers it, and once per outer iteration the whole of z for the residual, with one
-// all-gather of the ranks' blocks (globalarray.AllGather, MPI_Allgatherv in a GA program): every
-// block travels once to every rank, with no GA_Sync and no wait for acknowledgments, as NPB-MPI's
-// exchanges do, and no rank waits for another's answer to a Get while that one computes. The
-// two reductions that follow the product keep a rank from overwriting a block of p that another
-// rank still reads.
+// Each rank keeps the whole of p: per iteration the ranks all-gather their blocks of r, each
+// followed by the rank's part of the dot product r·r (globalarray.AllGather, MPI_Allgatherv in a
+// GA program), sum the parts in rank order, and update every block of p from r as its owner would
+// (cg.UpdateP, so every copy of p holds the owner's bits). That one all-gather is the iteration's
+// second reduction and its exchange of p in one round; with the reduction of p·q an iteration
+// costs two rounds of messages instead of three. Once per outer iteration the whole of z is
+// gathered for the residual. Every block travels once to every rank, with no GA_Sync and no wait
+// for acknowledgments, as NPB-MPI's exchanges do, and no rank waits for another's answer to a Get
+// while that one computes.
 //
 // Source: NPB 3.x CG (conj_grad, main loop); GA's NGA_Create/NGA_Access/GA_Dgop/GA_Sync.
 package cgga
@@ -43,11 +46,15 @@ type solver struct {
 	pl   []float64
 	q    []float64
 	r    []float64
-	full []float64 // the whole of p or z (gather)
+	full []float64 // the whole of p (conjGrad's iterations) or z (gather)
 	red  [2]float64
 	// first and last bound this rank's block; offs[k] is rank k's first element (offs[np] = NA)
 	first, last int
 	offs        []int
+	// rbuf holds every rank's block of r followed by its part of r·r: rank k's at roffs[k], its
+	// part at roffs[k+1]-1 (gatherR)
+	rbuf  []float64
+	roffs []int
 }
 
 // Run runs CG of class p on every rank of rt (collective: every rank must call it) and returns
@@ -116,6 +123,11 @@ func Run(ctx context.Context, rt *rma.Runtime, p cg.Params, log io.Writer) (res 
 	}
 	if s.offs[rt.Size()] != p.NA {
 		return cg.Result{}, fmt.Errorf("%w: the blocks end at %d, not %d", ErrLayout, s.offs[rt.Size()], p.NA)
+	}
+	s.rbuf = make([]float64, p.NA+rt.Size())
+	s.roffs = make([]int, rt.Size()+1)
+	for k := range s.roffs {
+		s.roffs[k] = s.offs[k] + k
 	}
 
 	nnz := []int64{int64(s.m.NNZ())}
@@ -190,32 +202,58 @@ func (s *solver) gather(ctx context.Context, local []float64) error {
 	return nil
 }
 
+// gatherR all-gathers every rank's block of r with its part of r·r (mine: part) into rbuf and
+// returns r·r, the parts summed in rank order (the same bits on every rank).
+func (s *solver) gatherR(ctx context.Context, part float64) (float64, error) {
+	me := s.rt.Rank()
+	copy(s.rbuf[s.roffs[me]:], s.r)
+	s.rbuf[s.roffs[me+1]-1] = part
+	if err := globalarray.AllGather(ctx, s.rt, s.rbuf, s.roffs); err != nil {
+		return 0, fmt.Errorf("cgga: %w", err)
+	}
+	rr := 0.0
+	for k := 1; k < len(s.roffs); k++ {
+		rr += s.rbuf[s.roffs[k]-1]
+	}
+	return rr, nil
+}
+
+// updateP sets every block of the whole p from the gathered r: p = r + beta·p (cg.UpdateP, as
+// each block's owner computes it), or p = r when first; then my block of p from it.
+func (s *solver) updateP(beta float64, first bool) {
+	for k := 1; k < len(s.offs); k++ {
+		p, r := s.full[s.offs[k-1]:s.offs[k]], s.rbuf[s.roffs[k-1]:s.roffs[k]-1]
+		if first {
+			copy(p, r)
+		} else {
+			cg.UpdateP(beta, p, r)
+		}
+	}
+	copy(s.pl, s.full[s.first:s.last])
+}
+
 // conjGrad is NPB's conj_grad on this rank's rows; it returns ||x − A·z||.
 func (s *solver) conjGrad(ctx context.Context) (float64, error) {
 	copy(s.r, s.x)
-	copy(s.pl, s.r)
 	clear(s.q)
 	clear(s.z)
-	v, err := s.sum(ctx, cg.Dot(s.r, s.r))
+	rho, err := s.gatherR(ctx, cg.Dot(s.r, s.r))
 	if err != nil {
 		return 0, err
 	}
-	rho := v[0]
+	s.updateP(0, true)
+	var v []float64
 	for cgit := 1; cgit <= cg.CGItMax; cgit++ {
-		if err := s.gather(ctx, s.pl); err != nil {
-			return 0, err
-		}
 		s.m.MulVec(s.full, s.q)
 		if v, err = s.sum(ctx, cg.Dot(s.pl, s.q)); err != nil {
 			return 0, err
 		}
 		alpha := rho / v[0]
 		rho0 := rho
-		if v, err = s.sum(ctx, cg.UpdateZR(alpha, s.z, s.r, s.pl, s.q)); err != nil {
+		if rho, err = s.gatherR(ctx, cg.UpdateZR(alpha, s.z, s.r, s.pl, s.q)); err != nil {
 			return 0, err
 		}
-		rho = v[0]
-		cg.UpdateP(rho/rho0, s.pl, s.r)
+		s.updateP(rho/rho0, false)
 	}
 	if err := s.gather(ctx, s.z); err != nil {
 		return 0, err
