@@ -21,12 +21,13 @@ type DirectMapper interface {
 }
 
 // RemoteView is a load/store view of a checked remote region: Mem is the target's bytes
-// [addr, addr+length), exactly length of them, through this process's mapping (the one-copy path of an intra-node RDMA
-// write or read, done by the caller with copy). Holding a view keeps the mapping alive; Release
-// gives it back (the view must not be used afterwards). A view sees the remote memory itself:
-// it bypasses the send queue, so a caller that also posts work requests on the QP orders them
-// itself (the shm provider executes every request inside the post while the QP is in RTS, so
-// there every request posted before a use of the view has been applied; see Usable).
+// [addr, addr+length), exactly length of them, through this process's mapping (the one-copy
+// path of an intra-node RDMA write or read, done by the caller with copy). Holding a view keeps
+// the mapping alive; Release gives it back (the view must not be used afterwards). A view sees
+// the remote memory itself: it bypasses the send queue, so a caller that also posts work
+// requests on the QP orders them itself (the shm provider executes every request inside the
+// post while the QP is in RTS, so there every request posted before a use of the view has been
+// applied; see Usable).
 type RemoteView struct {
 	Mem []byte
 	// Acc is the region's accumulate lock word (a spin lock: 0 free, 1 held, in memory every

@@ -53,12 +53,8 @@ func TestAllReduceBackToBack(t *testing.T) {
 		})
 	}
 	// a group of three of four ranks, its AllReduces interleaved with the world's
-	groupBetweenWorld(t, 3, func(ctx context.Context, t testing.TB, c allGatherer, group bool) {
-		n := 10
-		if group {
-			n = 30
-		}
-		allReduceBackToBack(ctx, t, c, n)
+	groupBetweenWorld(t, 3, 10, 30, func(ctx context.Context, t testing.TB, c allGatherer, calls int) {
+		allReduceBackToBack(ctx, t, c, calls)
 	})
 	t.Run("tcp/np3/rails2/paths3", func(t *testing.T) {
 		rmatest.Run(t, 3, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
@@ -120,19 +116,13 @@ func TestAllGather(t *testing.T) {
 			allGatherCalls(ctx, t, rt, 12)
 		})
 	}
-	groupBetweenWorld(t, 2, func(ctx context.Context, t testing.TB, c allGatherer, group bool) {
-		n := 3
-		if group {
-			n = 7
-		}
-		allGatherCalls(ctx, t, c, n)
-	})
+	groupBetweenWorld(t, 2, 3, 7, allGatherCalls)
 }
 
 // groupBetweenWorld runs jobs of four ranks over shared memory and over tcp in which a group of
-// ranks 0, 2 and 3 and the world take turns, rounds times: calls runs a batch of collectives on
-// the group (group true, its members only) or on the world.
-func groupBetweenWorld(t *testing.T, rounds int, calls func(ctx context.Context, t testing.TB, c allGatherer, group bool)) {
+// ranks 0, 2 and 3 and the world take turns, rounds times: batch runs calls collectives on the
+// group (groupCalls, its members only) or on the world (worldCalls).
+func groupBetweenWorld(t *testing.T, rounds, worldCalls, groupCalls int, batch func(ctx context.Context, t testing.TB, c allGatherer, calls int)) {
 	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
 		t.Run(string(tr)+"/group", func(t *testing.T) {
 			rmatest.Run(t, 4, func(ctx context.Context, t testing.TB, rt *rma.Runtime) {
@@ -140,9 +130,9 @@ func groupBetweenWorld(t *testing.T, rounds int, calls func(ctx context.Context,
 				require.NoError(t, err)
 				for range rounds {
 					if g.Rank() >= 0 {
-						calls(ctx, t, g, true)
+						batch(ctx, t, g, groupCalls)
 					}
-					calls(ctx, t, rt, false)
+					batch(ctx, t, rt, worldCalls)
 				}
 			}, rmatest.Transport(tr))
 		})

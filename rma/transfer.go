@@ -55,12 +55,7 @@ func (r *Runtime) transfer(ctx context.Context, x xfer, seg *Segment, proc int, 
 func (r *Runtime) contiguous(ctx context.Context, x xfer, local []byte, seg *Segment, proc, off int, block bool) (*Handle, error) {
 	if x.kind != kAcc {
 		if mem := r.mappedPart(seg, proc); mem != nil && off >= 0 && off <= len(mem) && len(local) <= len(mem)-off {
-			if x.kind == kPut {
-				memcopy.Copy(mem[off:off+len(local)], local)
-			} else {
-				memcopy.Copy(local, mem[off:off+len(local)])
-			}
-			return nil, nil
+			return nil, x.self(mem[off:off+len(local)], local)
 		}
 	}
 	pe, err := r.peer(ctx, proc)

@@ -651,7 +651,7 @@ func (c *conn) reader() {
 			}
 		case rd.canServe():
 			err := rd.serve(in)
-			if in.failed || c.failed() {
+			if c.failed() {
 				return
 			}
 			if rd.wait.retried(err) || err == nil {
@@ -681,8 +681,8 @@ type streamIn struct {
 	// streaming: the last frame was placed, so read little until the next one's headers
 	streaming bool
 	// placing: the frame at r is to be placed directly, which needs reads of its own (frames
-	// with place); failed: the stream failed (c.fail was called)
-	placing, failed bool
+	// with place)
+	placing bool
 }
 
 // room is the part of the buffer the next read fills.
@@ -697,15 +697,7 @@ func (in *streamIn) room() []byte {
 // took is serve's frameSink: n bytes were read into room. Serving ends with a frame to place,
 // and once the stream has failed (by the engine's work in frames, or from another goroutine).
 func (in *streamIn) took(n int) bool {
-	if !in.frames(n, nil, false) || in.placing {
-		return false
-	}
-	select {
-	case <-in.c.done:
-		return false
-	default:
-		return true
-	}
+	return in.frames(n, nil, false) && !in.placing && !in.c.failed()
 }
 
 // frames accounts n bytes read into room (with the read's error err) and hands every whole
@@ -780,7 +772,6 @@ func (in *streamIn) frames(n int, err error, place bool) bool {
 
 // fail fails the stream with err and reports false.
 func (in *streamIn) fail(err error) bool {
-	in.failed = true
 	in.c.fail(err)
 	return false
 }

@@ -185,37 +185,57 @@ func (p *pollReader) serveRead(fd uintptr) bool {
 
 // serveLocked is serveRead's reads (own held); it reports whether the reader parks.
 func (p *pollReader) serveLocked(fd uintptr) bool {
+	switch end, _, err := p.readFrames(fd); end {
+	case readDrained:
+		p.park(fd)
+		return true
+	case readStopped:
+		p.stopped = true
+	default:
+		p.rerr = err
+	}
+	return false
+}
+
+// readEnd is why readFrames stopped.
+type readEnd uint8
+
+const (
+	readDrained readEnd = iota // the socket is empty (EAGAIN, or a read shorter than asked)
+	readStopped                // sink stopped: an empty room, or took returned false
+	readFailed                 // a read failed, or the stream ended (io.EOF)
+)
+
+// readFrames reads the socket into sink (own held) until it is drained, sink stops, or a read
+// fails (err); got reports that something was read and handed over. A read that returns less
+// than it asked for drained the socket: data that comes later makes it readable again.
+func (p *pollReader) readFrames(fd uintptr) (end readEnd, got bool, err error) {
 	for {
 		p.b = p.sink.room()
 		if len(p.b) == 0 {
-			p.stopped = true
-			return false
+			return readStopped, got, nil
 		}
-		n, err := p.read(fd)
+		n, rerr := p.read(fd)
 		switch {
-		case err == unix.EINTR:
+		case rerr == unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
-			p.park(fd)
-			return true
-		case err != nil:
-			p.rerr = err
-			return false
+		case rerr == unix.EAGAIN:
+			return readDrained, got, nil
+		case rerr != nil:
+			return readFailed, got, rerr
 		case n == 0:
-			p.rerr = io.EOF
-			return false
+			return readFailed, got, io.EOF
 		}
+		got = true
 		p.last = time.Now()
 		if p.act != nil {
 			p.act.Store(p.last.UnixNano())
 		}
 		if !p.sink.took(n) {
-			p.stopped = true
-			return false
+			return readStopped, got, nil
 		}
 		if n < len(p.b) {
-			p.park(fd) // drained: data that comes later makes the socket readable again
-			return true
+			return readDrained, got, nil
 		}
 	}
 }
@@ -285,32 +305,8 @@ func (p *pollReader) steal() (ok, got, wake bool) {
 	if !p.stealable.Load() {
 		return false, false, false
 	}
-	for {
-		p.b = p.sink.room()
-		if len(p.b) == 0 {
-			return true, got, true
-		}
-		n, err := p.read(uintptr(p.fd))
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return true, got, false
-		case err != nil || n == 0:
-			return true, got, true // the reader reads it again and reports it
-		}
-		got = true
-		p.last = time.Now()
-		if p.act != nil {
-			p.act.Store(p.last.UnixNano())
-		}
-		if !p.sink.took(n) {
-			return true, got, true
-		}
-		if n < len(p.b) {
-			return true, got, false
-		}
-	}
+	end, got, _ := p.readFrames(uintptr(p.fd)) // a failed read: the reader reads it again and reports it
+	return true, got, end != readDrained
 }
 
 // readv reads into b, then b2, with one system call.

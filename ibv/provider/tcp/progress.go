@@ -143,15 +143,12 @@ func (d *driver) progress() bool {
 			continue
 		}
 		if re&^unix.POLLOUT != 0 { // data, or an error the reader reports
-			ok, got, wake := cs[i].rd.steal()
-			if got {
-				s.steals.Add(1)
-				woke = true
-			}
-			if (!ok || wake) && cs[i].rd.wait.wake() {
+			w, ok := s.readParked(cs[i])
+			if !ok && cs[i].rd.wait.wake() {
 				s.kicks.Add(1)
-				woke = true
+				w = true
 			}
+			woke = woke || w
 		}
 		if re&^unix.POLLIN != 0 && cs[i].wwait.wake() {
 			s.kicks.Add(1)
@@ -189,20 +186,29 @@ func (d *driver) stealFew(all []*conn) (done, woke bool) {
 		if !c.rd.wait.parked.Load() {
 			continue
 		}
-		ok, got, wake := c.rd.steal()
-		if got {
-			d.streams.steals.Add(1)
-			woke = true
-		}
-		switch {
-		case !ok:
+		w, ok := d.streams.readParked(c)
+		woke = woke || w
+		if !ok {
 			return false, woke // the reader runs, or parked elsewhere just now: poll
-		case wake && c.rd.wait.wake():
-			d.streams.kicks.Add(1)
-			woke = true
 		}
 	}
 	return true, woke
+}
+
+// readParked reads c's socket in the place of its parked reader (pollReader.steal) and wakes the
+// reader for what it must do itself. woke reports frames read or the reader woken; ok is false
+// when the socket could not be read in its place (the caller may wake the reader instead).
+func (s *streamSet) readParked(c *conn) (woke, ok bool) {
+	ok, got, wake := c.rd.steal()
+	if got {
+		s.steals.Add(1)
+		woke = true
+	}
+	if ok && wake && c.rd.wait.wake() {
+		s.kicks.Add(1)
+		woke = true
+	}
+	return woke, ok
 }
 
 // Progress returns the progress call of tcp device dev: it wakes the device's stream readers

@@ -18,9 +18,9 @@
 //     block; a job whose rank 0 does not hold them all Puts them, then GA_Syncs.
 //  2. each rank counts its keys per bucket (the high bits of the key), reads the test keys of
 //     the partial verification that lie in its block, and all-gathers that row (no GA_Sync: the
-//     all-gather ends when every row has arrived). The prefix sums of the bucket totals give where each bucket starts in key order;
-//     bucket b is ranked by the rank whose share of the keys holds that start, so each rank
-//     ranks a contiguous range of buckets (of key values).
+//     all-gather ends when every row has arrived). The prefix sums of the bucket totals give
+//     where each bucket starts in key order; bucket b is ranked by the rank whose share of the
+//     keys holds that start, so each rank ranks a contiguous range of buckets (of key values).
 //  3. each rank sorts its keys by bucket (so by destination rank) and Puts each destination's
 //     part, in one NGA_NbPut, into the destination's block of the redistribution array, after the
 //     parts of the lower ranks (the layout of NPB's MPI all-to-all); GA_Sync.
