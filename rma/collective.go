@@ -184,16 +184,21 @@ func (st *reduceState) buffers(ctx context.Context, n, need int) error {
 		st.count = [2][]uint64{make([]uint64, n), make([]uint64, n)}
 	}
 	need = max(need, 64)
-	if len(st.acc) >= need {
-		return nil
+	if len(st.acc) < need {
+		st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
+		st.tmp = make([]byte, len(st.acc))
 	}
-	st.acc = alignedHeap((need + 4095) &^ 4095) // kept: collectives are frequent
-	st.tmp = make([]byte, len(st.acc))
+	// the message buffers of a step: sized by the chunk and the members' rounds, each of which
+	// may have grown while the accumulator's rounding already held the chunk
+	msgs := msgBufs(n) * msgStride(need)
 	for set := range st.msg {
+		if len(st.msg[set]) >= msgs {
+			continue
+		}
 		if err := st.complete(ctx, set); err != nil { // the puts of the old buffers
 			return err
 		}
-		st.msg[set] = alignedHeap((msgBufs(n)*msgStride(need) + 4095) &^ 4095)
+		st.msg[set] = alignedHeap((msgs + 4095) &^ 4095)
 	}
 	return nil
 }
