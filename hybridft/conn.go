@@ -368,17 +368,26 @@ func (c *Conn) Post(wr *ibv.SendWR) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead != nil {
+		c.qp.ReleaseBurst() // ends a burst held for an earlier SendMore (ibv.SendMore)
 		return c.dead
 	}
 	e, ok := c.log.push(wr)
 	if !ok {
+		c.qp.ReleaseBurst()
 		return fmt.Errorf("hybridft: %w: %d requests logged", ibv.ErrQueueFull, c.log.cap())
 	}
+	// SendMore holds this request's packets for the next post (ibv.SendMore); a replay of the
+	// entry never holds them
+	more := e.wr.Flags & ibv.SendMore
+	e.wr.Flags &^= ibv.SendMore
 	if c.state != stNormal {
 		e.state = esQueued
 		return nil
 	}
-	if err := c.postEntry(e, &e.wr); err != nil {
+	e.wr.Flags |= more
+	err := c.postEntry(e, &e.wr)
+	e.wr.Flags &^= more
+	if err != nil {
 		c.log.dropTail()
 		return err
 	}

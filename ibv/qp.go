@@ -282,6 +282,24 @@ func (qp *QP) setArmed(ok bool, detail string) {
 // type, SGE count, atomic operand sizes and alignment, accumulate type and length. Errors wrap
 // ErrInvalidState or ErrInvalidArgument; nothing is started then.
 func (qp *QP) PostSend(wr *SendWR) error {
+	if err := qp.checkPost(wr); err != nil {
+		qp.ReleaseBurst() // a refused request still ends a burst held for an earlier SendMore
+		return err
+	}
+	return qp.drv.PostSend(wr)
+}
+
+// ReleaseBurst sends now the packets held for a work request posted with SendMore, for a poster
+// that will not post the request that was to follow it (nothing when none are held or the
+// provider does not batch).
+func (qp *QP) ReleaseBurst() {
+	if b, ok := qp.drv.(BurstReleaser); ok {
+		b.ReleaseBurst()
+	}
+}
+
+// checkPost is PostSend's check of the QP's state and of wr.
+func (qp *QP) checkPost(wr *SendWR) error {
 	if qp.dead.Load() {
 		return fmt.Errorf("ibv: PostSend: %w", ErrClosed)
 	}
@@ -295,10 +313,14 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if wr.LocalBuf != nil && len(wr.SGL) != 0 {
 		return fmt.Errorf("%w: both LocalBuf and SGL given", ErrInvalidArgument)
 	}
-	if err := checkSendWR(qp.typ, wr); err != nil {
-		return err
-	}
-	return qp.drv.PostSend(wr)
+	return checkSendWR(qp.typ, wr)
+}
+
+// BurstReleaser is implemented by QP drivers that hold the packets of a work request posted
+// with SendMore: ReleaseBurst sends them now (PostSend calls it when it refuses the request
+// that follows).
+type BurstReleaser interface {
+	ReleaseBurst()
 }
 
 // SyncPoster is implemented by QP drivers that execute a send work request inside the post

@@ -184,6 +184,13 @@ const (
 	SendSignaled SendFlags = 1 << 0 // IBV_SEND_SIGNALED: generate a completion on success
 	SendFence    SendFlags = 1 << 1 // IBV_SEND_FENCE: wait for prior RDMA reads/atomics
 	SendInline   SendFlags = 1 << 2 // IBV_SEND_INLINE: payload copied at post time
+	// SendMore says another PostSend on the same QP follows at once, as the next work request of
+	// an ibv_post_send list would: the provider may hold this request's packets and send them
+	// with the next one's in one burst (one doorbell for the list; over tcp one writev, and one
+	// coalesced ACK at the responder). The poster must follow it with a PostSend without
+	// SendMore, which releases the burst, whatever it returns; destroying the QP or its moving to
+	// ERROR also releases it. Providers without batching ignore it.
+	SendMore SendFlags = 1 << 3
 )
 
 // WCStatus is the status of a work completion (enum ibv_wc_status).

@@ -183,6 +183,36 @@ func (c *Channel) Accumulate(ctx context.Context, r *Request, typ ibv.AccType, s
 	return c.issue(ctx, r, sched.Acc, max(typ.Size(), 1), ibv.SendWR{Opcode: ibv.OpAccumulate, AccType: typ, Scale: scale, LocalBuf: local, RemoteAddr: raddr, RKey: rkey})
 }
 
+// WriteNotify adds to r an RDMA write of local to (raddr, rkey) followed by the accumulate of
+// note (typ elements, scale 1) to (naddr, nkey): a put with its notification, as GASPI's
+// gaspi_write_notify, or a put followed by a flag update in ARMCI's collectives. Both go as one
+// list of work requests on the channel's queue pair (ibv.SendMore on the write): the provider
+// sends them in one burst, the target acknowledges them together, and the queue pair's order
+// applies the notification after the data. Only a channel of one subchannel has one queue
+// pair for both; on others it returns ibv.ErrUnsupported and posts nothing (issue the two as
+// separate requests there: the channel orders overlapping requests, not the parts of one).
+func (c *Channel) WriteNotify(ctx context.Context, r *Request, local []byte, raddr uint64, rkey uint32, typ ibv.AccType, note []byte, naddr uint64, nkey uint32) error {
+	if c.pol != nil {
+		return fmt.Errorf("multirail: write with notification on %d subchannels: %w", len(c.subs), ibv.ErrUnsupported)
+	}
+	if len(local) == 0 || len(note) == 0 {
+		if err := c.Write(ctx, r, local, raddr, rkey); err != nil {
+			return err
+		}
+		return c.Accumulate(ctx, r, typ, 1, note, naddr, nkey)
+	}
+	w := wrPool.Get().(*ibv.SendWR)
+	*w = ibv.SendWR{Opcode: ibv.OpRDMAWrite, Flags: ibv.SendMore, LocalBuf: local, RemoteAddr: raddr, RKey: rkey}
+	err := c.post(ctx, r, nil, 0, w)
+	if err == nil { // a refused write held nothing
+		*w = ibv.SendWR{Opcode: ibv.OpAccumulate, AccType: typ, Scale: 1, LocalBuf: note, RemoteAddr: naddr, RKey: nkey}
+		err = c.post(ctx, r, nil, 0, w)
+	}
+	*w = ibv.SendWR{}
+	wrPool.Put(w)
+	return err
+}
+
 // Atomic adds an atomic operation to r; result (4 or 8 bytes) receives the old value. Atomics
 // are never striped.
 func (c *Channel) Atomic(ctx context.Context, r *Request, op ibv.Opcode, result []byte, raddr uint64, rkey uint32, compareAdd, swap uint64) error {

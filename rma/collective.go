@@ -252,16 +252,60 @@ func (r *Runtime) putChunk(ctx context.Context, c scratch, st *reduceState, set,
 	_, me := c.scratchMembers()
 	off, _ := c.slot(me)
 	seg, p := c.scratchSeg(), c.scratchRank(k)
-	h, err := r.NbPut(ctx, msg, seg, p, off-8)
-	if err == nil {
-		st.hs[set] = append(st.hs[set], h)
-		h, err = r.NbAcc(ctx, AccInt64, 1, flagAdd, seg, p, off-slotHead)
-	}
+	hs, err := r.putNotify(ctx, msg, seg, p, off-8, flagAdd, off-slotHead, st.hs[set])
+	st.hs[set] = hs
 	if err != nil {
 		return fmt.Errorf("rma: allreduce: rank %d: %w", p, err)
 	}
-	st.hs[set] = append(st.hs[set], h)
 	return nil
+}
+
+// putNotify puts msg at byte offset off of rank p's part of seg, then accumulates note (int64
+// elements) at noff, applied after the put, and appends the handles to wait on to hs. To a
+// network peer over a channel of one subchannel both go as one list of work requests
+// (multirail.Channel.WriteNotify: one burst on the wire, acknowledged together, one handle);
+// otherwise as an NbPut and an NbAcc, which the channel orders as overlapping requests.
+func (r *Runtime) putNotify(ctx context.Context, msg []byte, seg *Segment, p, off int, note []byte, noff int, hs []*Handle) ([]*Handle, error) {
+	pe, err := r.peer(ctx, p)
+	if err != nil {
+		return hs, err
+	}
+	if pe.route.kind == routeDial {
+		if err := r.dial(ctx, pe); err != nil {
+			return hs, err
+		}
+	}
+	ch := pe.ch.Load()
+	if k := pe.route.kind; k != routeNet && k != routeDial || ch == nil || len(ch.Subchannels()) != 1 {
+		h, err := r.NbPut(ctx, msg, seg, p, off)
+		if err != nil {
+			return hs, err
+		}
+		hs = append(hs, h)
+		if h, err = r.NbAcc(ctx, AccInt64, 1, note, seg, p, noff); err != nil {
+			return hs, err
+		}
+		return append(hs, h), nil
+	}
+	acc := xfer{kind: kAcc, typ: AccInt64, scale: 1}
+	if err := acc.checkPiece(noff, len(note)); err != nil {
+		return hs, err
+	}
+	if err := seg.bounds(p, off, len(msg)); err != nil {
+		return hs, err
+	}
+	if err := seg.bounds(p, noff, len(note)); err != nil {
+		return hs, err
+	}
+	if r.stats && seg != r.sys {
+		pe.count(xfer{kind: kPut}, len(msg))
+		pe.count(acc, len(note))
+	}
+	h, err := netRoute{r, pe}.putNotify(ctx, ch, msg, seg, off, note, noff)
+	if h != nil {
+		hs = append(hs, h)
+	}
+	return hs, err
 }
 
 // msgStride is the bytes of one message buffer of a chunk of need bytes: its guard word and the

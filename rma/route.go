@@ -184,6 +184,20 @@ func (n netRoute) contig(ctx context.Context, x xfer, local []byte, seg *Segment
 	return n.r.finish(ctx, nw, req, ierr, block)
 }
 
+// putNotify is Runtime.putNotify's network part: the put of msg at off and the accumulate of
+// note (int64s) at noff as one request on ch, the peer's channel (multirail.Channel.WriteNotify),
+// never blocking.
+func (n netRoute) putNotify(ctx context.Context, ch *multirail.Channel, msg []byte, seg *Segment, off int, note []byte, noff int) (*Handle, error) {
+	raddr, rkey := seg.remoteAddr(n.pe, off)
+	naddr, nkey := seg.remoteAddr(n.pe, noff)
+	nw, req := n.begin(false, len(msg)+len(note))
+	ierr := ch.WriteNotify(ctx, req, msg, raddr, rkey, AccInt64, note, naddr, nkey)
+	if ierr != nil {
+		ierr = fmt.Errorf("%w: %w", ErrTransport, ierr)
+	}
+	return n.r.finish(ctx, nw, req, ierr, false)
+}
+
 func (n netRoute) xfer(ctx context.Context, x xfer, sh *shape, seg *Segment, block bool) (*Handle, error) {
 	if sh.empty() {
 		return nil, nil

@@ -22,6 +22,8 @@ type memNet struct {
 	down  map[string]bool
 	fault func(pkt []byte, from, to string) (drop, dup bool)
 	seq   int
+	// wrap, when set, wraps the transport of the devices opened next (a corking one)
+	wrap func(*memTransport) Transport
 }
 
 type memPort struct {
@@ -131,8 +133,12 @@ func (n *memNet) open(t testing.TB, nports int, ec Config) *ibv.Context {
 		mps = append(mps, mp)
 		n.ports[addr] = mp
 	}
+	wrap := n.wrap
 	n.mu.Unlock()
 	ec.Transport = tr
+	if wrap != nil {
+		ec.Transport = wrap(tr)
+	}
 	dev := NewDevice(DeviceConfig{Name: "mem", Provider: "mem", Ports: ports, Engine: ec, Close: func() error {
 		n.mu.Lock()
 		for _, mp := range mps {

@@ -148,6 +148,7 @@ func (q *QP) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) error 
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
+	q.releaseLocked() // a burst held for SendMore goes out before any state change
 	q.rqMu.Lock()
 	q.revokePlacement(nil)
 	locked := true
@@ -382,6 +383,7 @@ func (q *QP) Destroy() error {
 	q.e.detachAll(q)
 	q.revokePlacement(nil)
 	q.sqMu.Lock()
+	q.releaseLocked()
 	q.sq.clear()
 	q.deadline.Store(0)
 	q.sqMu.Unlock()

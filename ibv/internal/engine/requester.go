@@ -61,10 +61,14 @@ type sendState struct {
 	migrating       bool
 	draining        bool
 	drainPosted     bool
-	hbuf            [wire.MaxHeaderLen]byte
-	pbuf            []byte
-	mbuf            []byte // multicast envelope + header scratch (UD)
-	udBufs          [][]byte
+	// held: a work request posted with SendMore corked the transport's stream of heldPath
+	// until the next PostSend (hold, release)
+	held     bool
+	heldPath ibv.AHAttr
+	hbuf     [wire.MaxHeaderLen]byte
+	pbuf     []byte
+	mbuf     []byte // multicast envelope + header scratch (UD)
+	udBufs   [][]byte
 }
 
 func (s *sendState) resetPSN(psn uint32) {
@@ -194,6 +198,44 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
+	err := q.postLocked(wr)
+	if wr.Flags&ibv.SendMore == 0 || err != nil {
+		q.releaseLocked()
+	}
+	return err
+}
+
+// hold corks the transport's stream of the QP's path for a work request posted with SendMore,
+// until release (sqMu held).
+func (q *QP) holdLocked() {
+	s := &q.sq
+	if q.e.corker == nil || s.held {
+		return
+	}
+	s.held, s.heldPath = true, s.a.path
+	q.e.corker.Cork(s.heldPath)
+}
+
+// ReleaseBurst sends the packets held for a work request posted with SendMore
+// (ibv.BurstReleaser).
+func (q *QP) ReleaseBurst() {
+	q.sqMu.Lock()
+	q.releaseLocked()
+	q.sqMu.Unlock()
+}
+
+// releaseLocked ends hold: the held packets go out (sqMu held).
+func (q *QP) releaseLocked() {
+	s := &q.sq
+	if !s.held {
+		return
+	}
+	s.held = false
+	q.e.corker.Uncork(s.heldPath)
+}
+
+// postLocked is PostSend's RC part (sqMu held).
+func (q *QP) postLocked(wr *ibv.SendWR) error {
 	s := &q.sq
 	if q.st() == ibv.StateError {
 		provider.Push(q.ibq.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
@@ -252,6 +294,9 @@ func (q *QP) PostSend(wr *ibv.SendWR) error {
 	}
 	s.tail++
 	if q.st() == ibv.StateRTS {
+		if wr.Flags&ibv.SendMore != 0 {
+			q.holdLocked()
+		}
 		q.pumpLocked()
 	}
 	q.completeLocked()
@@ -643,6 +688,7 @@ func (q *QP) failLocked(status ibv.WCStatus, detail string) {
 // flushAllLocked completes the outstanding send requests (the first with status when non-zero,
 // the rest with WCWRFlushErr, signaled or not) and flushes the receive queue (sqMu held, rqMu not).
 func (q *QP) flushAllLocked(status ibv.WCStatus, _ []ibv.WC) {
+	q.releaseLocked()
 	s := &q.sq
 	cq := q.ibq.SendCQ()
 	q.failed = q.failed[:0]
