@@ -115,6 +115,8 @@ var specs = []Spec{
 		note: "GA_Sync (AllFence + barrier) on all ranks"},
 	{Name: "ga_dgemm", Title: "# GA GA_Dgemm Test", Kind: Flops, syncs: []Sync{SyncFence}, MinSize: 64, MaxSize: 2048, Ranks: 1,
 		note: "GA_Dgemm('N', 'N') of n×n float64 arrays (globalarray.Gemm), 2n³ flops per product, between GA_Syncs"},
+	{Name: "allreduce", Title: "# OSU MPI_Allreduce Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 8, MaxSize: 1 << 20, Ranks: 1,
+		note: "GA_Dgop \"+\" of float64 elements on all ranks (globalarray.GopSum: rma.AllReduce, armci_msg_dgop)"},
 	{Name: "barrier", Title: "# OSU-style Barrier Latency Test", Kind: Latency, syncs: []Sync{SyncFence}, MinSize: 0, MaxSize: 0, Ranks: 1,
 		note: "ARMCI_Barrier per algorithm; the size column is the number of ranks"},
 }

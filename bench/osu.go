@@ -75,6 +75,9 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 		rows, err = runWindow(ctx, rt, o, s)
 	case s.Name == "get_acc_latency":
 		return nil, fmt.Errorf("%w: %s (rma has no MPI_Get_accumulate: no fetching accumulate of a buffer)", ErrUnsupported, s.Name)
+	case s.Name == "allreduce":
+		res.Header = []string{"Operation: " + s.note, fmt.Sprintf("Transport: %s, %d ranks", res.Transport, rt.Size())}
+		rows, err = runAllReduce(ctx, rt, o)
 	case s.Name == "barrier":
 		res.KeyLabel = "Ranks"
 		res.Title = s.Title + " (goarmci)"
@@ -97,7 +100,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" && s.Kind != Flops {
+	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" && s.Name != "allreduce" && s.Kind != Flops {
 		cols, extra, berr := runBaseline(ctx, rt, o, s)
 		if berr != nil {
 			return nil, berr

@@ -190,3 +190,21 @@ func TestWindowAPIEverySyncMode(t *testing.T) {
 		assert.Len(t, res.Rows, 3)
 	}
 }
+
+// TestAllReduceBenchmark: one row per size from 8 B, over shared memory and over tcp (3 ranks:
+// recursive doubling with a fold), each rank checking the sums of a call (runAllReduce).
+func TestAllReduceBenchmark(t *testing.T) {
+	for _, tr := range []rma.Transport{rma.TransportShm, rma.TransportTCP} {
+		t.Run(string(tr), func(t *testing.T) {
+			res := runAll(t, 3, bench.Options{Name: "allreduce", Iterations: 5, Skip: 1, MaxSize: 4096}, rmatest.Transport(tr))
+			var sizes []int
+			for _, row := range res.Rows {
+				sizes = append(sizes, row.Size)
+				require.Len(t, row.Values, 1)
+				assert.Greater(t, row.Values[0], 0.0)
+			}
+			assert.Equal(t, []int{8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}, sizes)
+			assert.Equal(t, []string{bench.ColLatency}, res.Columns)
+		})
+	}
+}

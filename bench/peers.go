@@ -172,7 +172,7 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		}
 		peers = append(peers, Peer{
 			Name: m.name, launcher: append([]string{run}, m.launch...), exe: exe, env: env,
-			names: []string{"barrier"}, doc: lib + ", MPI_Barrier",
+			names: []string{"barrier", "allreduce"}, doc: lib + ", MPI_Barrier, MPI_Allreduce",
 			tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
 		})
 		if m.name != "openmpi" {
@@ -210,8 +210,8 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 			blasDoc = "; GA_Dgemm's BLAS: libblas.so.3 = " + p
 		}
 		peers = append(peers,
-			Peer{Name: "ga", launcher: launch, exe: gaExe, env: env, names: append(slices.Clone(GASuite), "barrier"), tcpArgs: m.tcpArgs,
-				doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync" + blasDoc + ")"},
+			Peer{Name: "ga", launcher: launch, exe: gaExe, env: env, names: append(slices.Clone(GASuite), "barrier", "allreduce"), tcpArgs: m.tcpArgs,
+				doc: "Global Arrays over ARMCI-MPI on " + lib + " (barrier: GA_Sync; allreduce: GA_Dgop" + blasDoc + ")"},
 			Peer{Name: "armci", launcher: launch, exe: gaExe, env: env, syncs: []Sync{SyncFlush},
 				names: []string{"put_latency", "get_latency", "put_bw", "get_bw", "acc_latency", "fop_latency"}, tcpArgs: m.tcpArgs,
 				doc: "ARMCI-MPI of Global Arrays on " + lib + ", ARMCI_Malloc, ARMCI_Fence"},

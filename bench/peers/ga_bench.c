@@ -9,6 +9,8 @@
  * by the number of ranks, beside goarmci's barrier and MPI_Barrier), ga_dgemm (GA_Dgemm 'N','N'
  * of n×n doubles, n = the powers of two in -min-size..-max-size, default 64..2048, any number of
  * ranks; GFLOP/s = 2n³/t/1e9, t the mean of -iterations products, default 3, after 1 untimed).
+ * allreduce: GA_Dgop "+" of n doubles in place on all ranks, osu_allreduce style, per size
+ * from 8 B to 1 MiB (rank 0's mean time per call).
  * ARMCI (bench/osu.go with
  * -sync flush): put_latency get_latency (ARMCI_Put/Get + ARMCI_Fence), put_bw get_bw
  * (ARMCI_NbPut/NbGet x window + ARMCI_WaitAll + ARMCI_Fence), acc_latency (ARMCI_Acc
@@ -227,13 +229,39 @@ static void armci(const char *name, long lo_s, long hi_s) {
     free(ptrs);
 }
 
+static void ga_allreduce(long lo, long hi) {
+    double *buf = malloc(hi);
+    if (me == 0) {
+        printf("# OSU MPI_Allreduce Latency Test\n# Operation: GA_Dgop \"+\", rank 0's mean time\n");
+        printf("%-10s%18s\n", "# Size", "Latency (us)");
+    }
+    for (long size = 8; size <= hi; size *= 2) {
+        if (size < lo) continue;
+        int n = (int)(size / 8), iters, skip;
+        counts(&o, 0, size, &iters, &skip);
+        for (int j = 0; j < n; j++) buf[j] = me + j;
+        GA_Sync();
+        double t0 = 0;
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) t0 = MPI_Wtime();
+            GA_Dgop(buf, n, "+");
+        }
+        double t = (MPI_Wtime() - t0) * 1e6 / iters;
+        if (me == 0) {
+            printf("%-10ld%18.2f\n", size, t);
+            fflush(stdout);
+        }
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
     MPI_Init(&argc, &argv);
     GA_Initialize();
     me = GA_Nodeid();
     nproc = GA_Nnodes();
-    if (nproc < 2 && strcmp(o.name, "barrier") && strcmp(o.name, "ga_dgemm")) {
+    if (nproc < 2 && strcmp(o.name, "barrier") && strcmp(o.name, "ga_dgemm") && strcmp(o.name, "allreduce")) {
         if (me == 0) fprintf(stderr, "ga_bench: needs 2 ranks\n");
         GA_Terminate();
         MPI_Finalize();
@@ -248,6 +276,8 @@ int main(int argc, char **argv) {
         else ga_patch(o.name, lo < 8 ? 8 : lo, hi);
     } else if (!strcmp(o.name, "barrier")) {
         ga_scalar(o.name);
+    } else if (!strcmp(o.name, "allreduce")) {
+        ga_allreduce(lo < 8 ? 8 : lo, hi < (1L << 20) ? hi : 1L << 20);
     } else {
         armci(o.name, lo, hi);
     }

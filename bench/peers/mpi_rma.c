@@ -3,6 +3,7 @@
  *   mpirun -np 2 mpi_rma NAME [-win allocate|create] [-sync lock|flush|fence|pscw]
  *          [-min-size B] [-max-size B] [-iterations N] [-skip N] [-window N]
  *   mpirun -np N mpi_rma barrier [-iterations N] [-skip N]
+ *   mpirun -np N mpi_rma allreduce [-min-size B] [-max-size B] [-iterations N] [-skip N]
  *
  * NAME: put_latency get_latency put_bw get_bw put_bibw acc_latency fop_latency cas_latency
  * get_acc_latency. Rank 0 is the origin, rank 1 the target; other ranks only take part in
@@ -11,7 +12,10 @@
  *
  * barrier: MPI_Barrier on all ranks of the job, OSU style (10000 iterations after 100 warm-ups
  * unless -iterations/-skip), rank 0's mean time per barrier in µs, one row keyed by the number
- * of ranks (as goarmci's barrier benchmark). No window is created. */
+ * of ranks (as goarmci's barrier benchmark). No window is created.
+ *
+ * allreduce: MPI_Allreduce(MPI_IN_PLACE) of MPI_DOUBLE with MPI_SUM on all ranks, osu_allreduce
+ * style, per size from 8 B to 1 MiB: rank 0's mean time per call in µs (goarmci: GA_Dgop "+"). */
 #include <mpi.h>
 
 #include "common.h"
@@ -180,6 +184,32 @@ static void barrier(void) {
     }
 }
 
+static void allreduce(long lo, long hi) {
+    double *buf = malloc(hi);
+    if (rank == 0) {
+        printf("# OSU MPI_Allreduce Latency Test\n# Operation: MPI_Allreduce(MPI_IN_PLACE), MPI_DOUBLE, MPI_SUM, rank 0's mean time\n");
+        printf("%-10s%18s\n", "# Size", "Latency (us)");
+    }
+    for (long size = 8; size <= hi; size *= 2) {
+        if (size < lo) continue;
+        int n = (int)(size / 8), iters, skip;
+        counts(&o, 0, size, &iters, &skip);
+        for (int j = 0; j < n; j++) buf[j] = rank + j;
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = 0;
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) t0 = MPI_Wtime();
+            MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        }
+        double t = (MPI_Wtime() - t0) * 1e6 / iters;
+        if (rank == 0) {
+            printf("%-10ld%18.2f\n", size, t);
+            fflush(stdout);
+        }
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
     MPI_Init(&argc, &argv);
@@ -187,6 +217,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nproc);
     if (!strcmp(o.name, "barrier")) {
         barrier();
+        MPI_Finalize();
+        return 0;
+    }
+    if (!strcmp(o.name, "allreduce")) {
+        allreduce(o.min_size > 8 ? o.min_size : 8, o.max_size > 0 && o.max_size < (1L << 20) ? o.max_size : 1L << 20);
         MPI_Finalize();
         return 0;
     }

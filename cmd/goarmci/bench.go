@@ -479,7 +479,7 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 		o.Baseline = false
 		g := *f
 		var extra []bench.ExtraColumn
-		if f.baseline && n != "barrier" && n != "ga_sync" {
+		if f.baseline && n != "barrier" && n != "ga_sync" && n != "allreduce" {
 			// The limits measured by goarmci's own job between the same two ranks, as columns
 			// of their own with medians and ranges over the same runs.
 			extra = []bench.ExtraColumn{{Col: bench.ColMemcpy, Name: "memcpy"}, {Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}
@@ -529,7 +529,7 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 			return &exitError{code: 1, err: err}
 		}
 		tr := fmt.Sprintf("Transport: %s, %d ranks", f.transport, f.np)
-		if n != "barrier" && n != "ga_sync" && n != "ga_dgemm" {
+		if n != "barrier" && n != "ga_sync" && n != "ga_dgemm" && n != "allreduce" {
 			tr += ", sync " + string(o.Sync)
 		}
 		res.Header = append(res.Header, tr)
@@ -571,6 +571,8 @@ func goarmciDoc(name string, f *benchFlags, o bench.Options) string {
 		return "rma.Barrier (its algorithm for the job: GOARMCI_BARRIER=auto)"
 	case name == "barrier":
 		return "barrier algorithm " + f.alg + " (rma.BarrierWith)"
+	case name == "allreduce":
+		return "globalarray.GopSum (GA_Dgop \"+\", rma.AllReduce)"
 	case name == "ga_dgemm":
 		return "globalarray.Gemm (GA_Dgemm), local products on " + globalarray.BLASBackend() + " BLAS"
 	case strings.HasPrefix(name, "ga_"):
