@@ -172,7 +172,7 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		}
 		peers = append(peers, Peer{
 			Name: m.name, launcher: append([]string{run}, m.launch...), exe: exe, env: env,
-			names: []string{"barrier", "allreduce"}, doc: lib + ", MPI_Barrier, MPI_Allreduce",
+			names: []string{"barrier", "allreduce"}, doc: lib + ", MPI_Barrier (barrier), MPI_Allreduce (allreduce)",
 			tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv,
 		})
 		if m.name != "openmpi" {

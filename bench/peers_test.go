@@ -92,7 +92,8 @@ func TestFindPeersOscColumns(t *testing.T) {
 	assert.False(t, byName["openmpi-allocate"].ShmOnly())
 	assert.Equal(t, "Open MPI 4.1.4, MPI_Win_allocate, the library's choice of one-sided component; over tcp with --mca btl self,tcp --mca osc pt2pt",
 		byName["openmpi-allocate"].Describe("tcp"))
-	assert.Equal(t, "MPICH 4.0.2, MPI_Barrier", byName["mpich"].Describe("shm"))
+	assert.Equal(t, "MPICH 4.0.2, MPI_Barrier (barrier), MPI_Allreduce (allreduce)", byName["mpich"].Describe("shm"))
+	assert.True(t, byName["mpich"].Supports("allreduce"))
 	assert.True(t, byName["openmpi"].Supports("barrier"))
 	assert.False(t, byName["openmpi"].Supports("put_latency"))
 	assert.False(t, byName["openmpi-allocate"].Supports("barrier"))

@@ -179,7 +179,7 @@ func TestBenchCompareBarrierBesideMPIBarrier(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, errOut, "mpicc.mpich") // the missing MPICH is a note
 	assert.Contains(t, out, "\n# goarmci: rma.Barrier (its algorithm for the job: GOARMCI_BARRIER=auto)\n")
-	assert.Contains(t, out, "\n# openmpi: Open MPI 4.1.4, MPI_Barrier\n")
+	assert.Contains(t, out, "\n# openmpi: Open MPI 4.1.4, MPI_Barrier (barrier), MPI_Allreduce (allreduce)\n")
 	assert.Contains(t, out, "\n# Transport: shm, 2 ranks\n")
 	cr := csv.NewReader(strings.NewReader(out))
 	cr.Comment = '#'
