@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/goarmci/goarmci/globalarray"
 	"github.com/goarmci/goarmci/rma"
@@ -30,19 +29,10 @@ func runAllReduce(ctx context.Context, rt *rma.Runtime, o Options) ([]Row, error
 		if err := rt.Barrier(ctx); err != nil {
 			return nil, err
 		}
-		if err := settleRanks(ctx, rt, o.Settle); err != nil {
-			return nil, err
+		us, err := timeCalls(ctx, rt, o.Settle, iters, skip, func() error { return globalarray.GopSum(ctx, rt, buf) })
+		if err != nil {
+			return nil, fmt.Errorf("bench: allreduce of %d bytes: %w", size, err)
 		}
-		var t0 time.Time
-		for i := range skip + iters {
-			if i == skip {
-				t0 = time.Now()
-			}
-			if err := globalarray.GopSum(ctx, rt, buf); err != nil {
-				return nil, fmt.Errorf("bench: allreduce of %d bytes: %w", size, err)
-			}
-		}
-		t := time.Since(t0)
 		fill()
 		if err := globalarray.GopSum(ctx, rt, buf); err != nil {
 			return nil, fmt.Errorf("bench: allreduce of %d bytes: %w", size, err)
@@ -52,7 +42,7 @@ func runAllReduce(ctx context.Context, rt *rma.Runtime, o Options) ([]Row, error
 				return nil, fmt.Errorf("bench: allreduce of %d bytes: element %d is %v, want %v", size, j, v, want)
 			}
 		}
-		rows = append(rows, Row{Size: elems * 8, Values: []float64{usPer(t, iters)}})
+		rows = append(rows, Row{Size: elems * 8, Values: []float64{us}})
 	}
 	return rows, nil
 }

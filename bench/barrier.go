@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/goarmci/goarmci/rma"
 )
@@ -83,19 +82,11 @@ func runBarrier(ctx context.Context, rt *rma.Runtime, o Options) ([]string, []Ro
 	var cols []string
 	measure := func(name string, barrier func() error) error {
 		cols = append(cols, name+" (us)")
-		if err := settleRanks(ctx, rt, o.Settle); err != nil {
-			return err
+		us, err := timeCalls(ctx, rt, o.Settle, iters, skip, barrier)
+		if err != nil {
+			return fmt.Errorf("bench: barrier %s: %w", name, err)
 		}
-		var t0 time.Time
-		for i := range skip + iters {
-			if i == skip {
-				t0 = time.Now()
-			}
-			if err := barrier(); err != nil {
-				return fmt.Errorf("bench: barrier %s: %w", name, err)
-			}
-		}
-		row.Values = append(row.Values, usPer(time.Since(t0), iters))
+		row.Values = append(row.Values, us)
 		return nil
 	}
 	if hasAuto(o.BarrierAlg) {

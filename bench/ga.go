@@ -38,19 +38,11 @@ func runGA(ctx context.Context, rt *rma.Runtime, o Options, s Spec) ([]Row, erro
 	switch s.Name {
 	case "ga_sync":
 		iters, skip := o.Counts(Latency, 0)
-		if err := settleRanks(ctx, rt, o.Settle); err != nil {
+		us, err := timeCalls(ctx, rt, o.Settle, iters, skip, func() error { return globalarray.Sync(ctx, rt) })
+		if err != nil {
 			return nil, err
 		}
-		var t0 time.Time
-		for i := range skip + iters {
-			if i == skip {
-				t0 = time.Now()
-			}
-			if err := globalarray.Sync(ctx, rt); err != nil {
-				return nil, err
-			}
-		}
-		return []Row{{Size: 0, Values: []float64{usPer(time.Since(t0), iters)}}}, nil
+		return []Row{{Size: 0, Values: []float64{us}}}, nil
 	case "ga_dgemm":
 		return runDgemm(ctx, rt, o)
 	case "ga_read_inc":

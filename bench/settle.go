@@ -34,3 +34,23 @@ func settleRanks(ctx context.Context, rt *rma.Runtime, d time.Duration) error {
 	}
 	return rt.Barrier(ctx)
 }
+
+// timeCalls settles the ranks (settleRanks), then makes skip untimed and iters timed calls of
+// call on this rank and returns the mean time per timed call in µs: the loop of the collective
+// latency benchmarks (barrier, ga_sync, allreduce), every rank calling it alike. call's error
+// ends the loop and is returned as is.
+func timeCalls(ctx context.Context, rt *rma.Runtime, settle time.Duration, iters, skip int, call func() error) (float64, error) {
+	if err := settleRanks(ctx, rt, settle); err != nil {
+		return 0, err
+	}
+	var t0 time.Time
+	for i := range skip + iters {
+		if i == skip {
+			t0 = time.Now()
+		}
+		if err := call(); err != nil {
+			return 0, err
+		}
+	}
+	return usPer(time.Since(t0), iters), nil
+}

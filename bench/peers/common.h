@@ -77,4 +77,35 @@ static void header(const char *title, const char *creation, const char *sync, co
     printf("%-10s%s\n", "# Size", cols);
 }
 
+/* allreduce_sweep is the allreduce benchmark of both peers (osu_allreduce style): per size from
+ * 8 B to hi bytes (from lo), reduce(buf, n) sums n doubles in place on every rank, skip untimed
+ * and iters timed calls after sync(); rank me prints op's title once and its mean time per call
+ * (now() in seconds) per size. */
+static void allreduce_sweep(const opts_t *o, int me, const char *op, long lo, long hi,
+                            void (*reduce)(double *, int), void (*sync)(void), double (*now)(void)) {
+    double *buf = malloc(hi);
+    if (me == 0) {
+        printf("# OSU MPI_Allreduce Latency Test\n# Operation: %s, rank 0's mean time\n", op);
+        printf("%-10s%18s\n", "# Size", "Latency (us)");
+    }
+    for (long size = 8; size <= hi; size *= 2) {
+        if (size < lo) continue;
+        int n = (int)(size / 8), iters, skip;
+        counts(o, 0, size, &iters, &skip);
+        for (int j = 0; j < n; j++) buf[j] = me + j;
+        sync();
+        double t0 = 0;
+        for (int i = 0; i < skip + iters; i++) {
+            if (i == skip) t0 = now();
+            reduce(buf, n);
+        }
+        double t = (now() - t0) * 1e6 / iters;
+        if (me == 0) {
+            printf("%-10ld%18.2f\n", size, t);
+            fflush(stdout);
+        }
+    }
+    free(buf);
+}
+
 #endif

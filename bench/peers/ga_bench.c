@@ -229,31 +229,7 @@ static void armci(const char *name, long lo_s, long hi_s) {
     free(ptrs);
 }
 
-static void ga_allreduce(long lo, long hi) {
-    double *buf = malloc(hi);
-    if (me == 0) {
-        printf("# OSU MPI_Allreduce Latency Test\n# Operation: GA_Dgop \"+\", rank 0's mean time\n");
-        printf("%-10s%18s\n", "# Size", "Latency (us)");
-    }
-    for (long size = 8; size <= hi; size *= 2) {
-        if (size < lo) continue;
-        int n = (int)(size / 8), iters, skip;
-        counts(&o, 0, size, &iters, &skip);
-        for (int j = 0; j < n; j++) buf[j] = me + j;
-        GA_Sync();
-        double t0 = 0;
-        for (int i = 0; i < skip + iters; i++) {
-            if (i == skip) t0 = MPI_Wtime();
-            GA_Dgop(buf, n, "+");
-        }
-        double t = (MPI_Wtime() - t0) * 1e6 / iters;
-        if (me == 0) {
-            printf("%-10ld%18.2f\n", size, t);
-            fflush(stdout);
-        }
-    }
-    free(buf);
-}
+static void ga_dgop(double *buf, int n) { GA_Dgop(buf, n, "+"); }
 
 int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
@@ -277,7 +253,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(o.name, "barrier")) {
         ga_scalar(o.name);
     } else if (!strcmp(o.name, "allreduce")) {
-        ga_allreduce(lo < 8 ? 8 : lo, hi < (1L << 20) ? hi : 1L << 20);
+        allreduce_sweep(&o, me, "GA_Dgop \"+\"", lo < 8 ? 8 : lo, hi < (1L << 20) ? hi : 1L << 20, ga_dgop, GA_Sync, MPI_Wtime);
     } else {
         armci(o.name, lo, hi);
     }

@@ -184,31 +184,8 @@ static void barrier(void) {
     }
 }
 
-static void allreduce(long lo, long hi) {
-    double *buf = malloc(hi);
-    if (rank == 0) {
-        printf("# OSU MPI_Allreduce Latency Test\n# Operation: MPI_Allreduce(MPI_IN_PLACE), MPI_DOUBLE, MPI_SUM, rank 0's mean time\n");
-        printf("%-10s%18s\n", "# Size", "Latency (us)");
-    }
-    for (long size = 8; size <= hi; size *= 2) {
-        if (size < lo) continue;
-        int n = (int)(size / 8), iters, skip;
-        counts(&o, 0, size, &iters, &skip);
-        for (int j = 0; j < n; j++) buf[j] = rank + j;
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = 0;
-        for (int i = 0; i < skip + iters; i++) {
-            if (i == skip) t0 = MPI_Wtime();
-            MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        }
-        double t = (MPI_Wtime() - t0) * 1e6 / iters;
-        if (rank == 0) {
-            printf("%-10ld%18.2f\n", size, t);
-            fflush(stdout);
-        }
-    }
-    free(buf);
-}
+static void mpi_allreduce(double *buf, int n) { MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+static void mpi_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 
 int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
@@ -221,7 +198,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(o.name, "allreduce")) {
-        allreduce(o.min_size > 8 ? o.min_size : 8, o.max_size > 0 && o.max_size < (1L << 20) ? o.max_size : 1L << 20);
+        allreduce_sweep(&o, rank, "MPI_Allreduce(MPI_IN_PLACE), MPI_DOUBLE, MPI_SUM", o.min_size > 8 ? o.min_size : 8,
+                        o.max_size > 0 && o.max_size < (1L << 20) ? o.max_size : 1L << 20, mpi_allreduce, mpi_barrier, MPI_Wtime);
         MPI_Finalize();
         return 0;
     }
