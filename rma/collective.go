@@ -3,9 +3,12 @@ package rma
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/goarmci/goarmci/ibv"
 )
 
 // slot returns the data area of rank p's collective scratch slot in the system segment (offset,
@@ -275,8 +278,7 @@ func (r *Runtime) putNotify(ctx context.Context, msg []byte, seg *Segment, p, of
 			return hs, err
 		}
 	}
-	ch := pe.ch.Load()
-	if k := pe.route.kind; k != routeNet && k != routeDial || ch == nil || len(ch.Subchannels()) != 1 {
+	twoOps := func() ([]*Handle, error) {
 		h, err := r.NbPut(ctx, msg, seg, p, off)
 		if err != nil {
 			return hs, err
@@ -286,6 +288,12 @@ func (r *Runtime) putNotify(ctx context.Context, msg []byte, seg *Segment, p, of
 			return hs, err
 		}
 		return append(hs, h), nil
+	}
+	if k := pe.route.kind; k != routeNet && k != routeDial {
+		return twoOps()
+	}
+	if ch := pe.ch.Load(); ch == nil || len(ch.Subchannels()) != 1 {
+		return twoOps() // decided again after the gate (netRoute.putNotify)
 	}
 	acc := xfer{kind: kAcc, typ: AccInt64, scale: 1}
 	if err := acc.checkPiece(noff, len(note)); err != nil {
@@ -301,7 +309,10 @@ func (r *Runtime) putNotify(ctx context.Context, msg []byte, seg *Segment, p, of
 		pe.count(xfer{kind: kPut}, len(msg))
 		pe.count(acc, len(note))
 	}
-	h, err := netRoute{r, pe}.putNotify(ctx, ch, msg, seg, off, note, noff)
+	h, err := netRoute{r, pe}.putNotify(ctx, msg, seg, off, note, noff)
+	if errors.Is(err, ibv.ErrUnsupported) { // the peer's channel changed to several subchannels
+		return twoOps()
+	}
 	if h != nil {
 		hs = append(hs, h)
 	}

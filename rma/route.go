@@ -185,13 +185,15 @@ func (n netRoute) contig(ctx context.Context, x xfer, local []byte, seg *Segment
 }
 
 // putNotify is Runtime.putNotify's network part: the put of msg at off and the accumulate of
-// note (int64s) at noff as one request on ch, the peer's channel (multirail.Channel.WriteNotify),
-// never blocking.
-func (n netRoute) putNotify(ctx context.Context, ch *multirail.Channel, msg []byte, seg *Segment, off int, note []byte, noff int) (*Handle, error) {
+// note (int64s) at noff as one request on the peer's channel (multirail.Channel.WriteNotify),
+// never blocking. The channel is loaded after begin, which waits out a switch of the peer's
+// channel (the adaptive transport's gate); one of several subchannels refuses with
+// ibv.ErrUnsupported, posting nothing.
+func (n netRoute) putNotify(ctx context.Context, msg []byte, seg *Segment, off int, note []byte, noff int) (*Handle, error) {
 	raddr, rkey := seg.remoteAddr(n.pe, off)
 	naddr, nkey := seg.remoteAddr(n.pe, noff)
 	nw, req := n.begin(false, len(msg)+len(note))
-	ierr := ch.WriteNotify(ctx, req, msg, raddr, rkey, AccInt64, note, naddr, nkey)
+	ierr := n.pe.ch.Load().WriteNotify(ctx, req, msg, raddr, rkey, AccInt64, note, naddr, nkey)
 	if ierr != nil {
 		ierr = fmt.Errorf("%w: %w", ErrTransport, ierr)
 	}
