@@ -94,6 +94,20 @@ func TestFindPeersOscColumns(t *testing.T) {
 		byName["openmpi-allocate"].Describe("tcp"))
 	assert.Equal(t, "MPICH 4.0.2, MPI_Barrier (barrier), MPI_Allreduce (allreduce)", byName["mpich"].Describe("shm"))
 	assert.True(t, byName["mpich"].Supports("allreduce"))
+	// MPICH's ranks poll without yielding: left out with more ranks than cores
+	for _, n := range []string{"mpich", "mpich-allocate", "mpich-create"} {
+		assert.True(t, byName[n].BusyPolls(), n)
+	}
+	assert.False(t, byName["openmpi"].BusyPolls())
+	keep, left := Oversubscribed(peers, 4, 2)
+	assert.Len(t, left, 3)
+	assert.Len(t, keep, len(peers)-3)
+	for _, p := range keep {
+		assert.False(t, p.BusyPolls(), p.Name)
+	}
+	keep, left = Oversubscribed(peers, 2, 2)
+	assert.Empty(t, left)
+	assert.Len(t, keep, len(peers))
 	assert.True(t, byName["openmpi"].Supports("barrier"))
 	assert.False(t, byName["openmpi"].Supports("put_latency"))
 	assert.False(t, byName["openmpi-allocate"].Supports("barrier"))

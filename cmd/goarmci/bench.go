@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -118,7 +119,7 @@ func (f *benchFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.alg, "alg", "all", "barrier algorithms: all or a comma list of auto (Barrier's own choice), dissemination, pairwise, gather-broadcast, rgm, message, message-pairwise; compare: the first (default auto)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-clock limit of each launched job")
 	fs.IntVar(&f.runs, "runs", 5, "compare: runs of each system (medians are printed)")
-	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run, or none (default: every one available)")
+	fs.StringVar(&f.peers, "peers", "", "compare: comma list of peers to run, or none (default: every one available; with more ranks than cores, those whose ranks poll without yielding, MPICH, are left out)")
 	fs.StringVar(&f.api, "api", "armci", "one-sided benchmarks on armci calls or on MPI-3 windows (window: also pscw, get_acc_latency)")
 	fs.StringVar(&f.win, "win", "allocate", "window creation with -api window: allocate or create")
 	fs.BoolVar(&f.child, childFlag[1:], false, "internal: print rank 0's results as JSON for the launching goarmci bench")
@@ -455,6 +456,16 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	}
 	if f.peers == "none" {
 		peers = nil
+	}
+	if f.peers == "" {
+		// peers that poll without yielding take minutes per run with more ranks than cores;
+		// named in -peers they run
+		var left []bench.Peer
+		peers, left = bench.Oversubscribed(peers, f.np, runtime.NumCPU())
+		if len(left) > 0 {
+			fmt.Fprintf(stderr, "goarmci: bench: peers %s left out: their ranks poll without yielding, and %d ranks on %d cores take minutes per run (name them in -peers to run them)\n",
+				peerNames(left), f.np, runtime.NumCPU())
+		}
 	}
 	if f.peers != "" && f.peers != "none" {
 		var keep []bench.Peer
