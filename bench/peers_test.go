@@ -99,6 +99,8 @@ func TestFindPeersOscColumns(t *testing.T) {
 		assert.True(t, byName[n].BusyPolls(), n)
 	}
 	assert.False(t, byName["openmpi"].BusyPolls())
+	assert.True(t, byName["mpich-allocate"].ShmOnly(), "MPICH keeps shared memory on one host")
+	assert.False(t, byName["openmpi"].ShmOnly())
 	keep, left := Oversubscribed(peers, 4, 2)
 	assert.Len(t, left, 3)
 	assert.Len(t, keep, len(peers)-3)
