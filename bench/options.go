@@ -121,6 +121,11 @@ var specs = []Spec{
 		note: "ARMCI_Barrier per algorithm; the size column is the number of ranks"},
 }
 
+// Collective reports whether the benchmark runs on every rank of the job alike, with no origin
+// and target (barrier, ga_sync, ga_dgemm, allreduce: the ones whose minimum job size is 1): it
+// has no synchronization mode to choose and no baseline columns between two ranks.
+func (s Spec) Collective() bool { return s.Ranks == 1 }
+
 // GASuite lists the benchmarks `ga` runs.
 var GASuite = []string{"ga_put", "ga_get", "ga_acc", "ga_read_inc", "ga_sync", "ga_dgemm"}
 

@@ -100,7 +100,7 @@ func Run(ctx context.Context, rt *rma.Runtime, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Baseline && s.Name != "barrier" && s.Name != "ga_sync" && s.Name != "allreduce" && s.Kind != Flops {
+	if o.Baseline && !s.Collective() {
 		cols, extra, berr := runBaseline(ctx, rt, o, s)
 		if berr != nil {
 			return nil, berr

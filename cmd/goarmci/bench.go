@@ -486,11 +486,11 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 	}
 	var results []*bench.Result
 	for _, n := range names {
-		o, _, _ := f.options(n).Check()
+		o, spec, _ := f.options(n).Check()
 		o.Baseline = false
 		g := *f
 		var extra []bench.ExtraColumn
-		if f.baseline && n != "barrier" && n != "ga_sync" && n != "allreduce" {
+		if f.baseline && !spec.Collective() {
 			// The limits measured by goarmci's own job between the same two ranks, as columns
 			// of their own with medians and ranges over the same runs.
 			extra = []bench.ExtraColumn{{Col: bench.ColMemcpy, Name: "memcpy"}, {Col: bench.ColTCPStream, Name: "socket"}, {Col: bench.ColSocketRTT, Name: "socket RTT"}}
@@ -540,7 +540,7 @@ func benchCompare(ctx context.Context, stdout, stderr io.Writer, f *benchFlags, 
 			return &exitError{code: 1, err: err}
 		}
 		tr := fmt.Sprintf("Transport: %s, %d ranks", f.transport, f.np)
-		if n != "barrier" && n != "ga_sync" && n != "ga_dgemm" && n != "allreduce" {
+		if !spec.Collective() {
 			tr += ", sync " + string(o.Sync)
 		}
 		res.Header = append(res.Header, tr)
