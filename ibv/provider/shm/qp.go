@@ -33,6 +33,11 @@ type qpDrv struct {
 	sync       bool         // PostSendSync in progress: report the status, push nothing
 	syncSt     ibv.WCStatus // its status
 	destroyed  bool
+	// state is the QP's state as this driver last set it (q.mu held). ibv.QP stores its own
+	// copy only after Modify returns, so a post or the progress goroutine reading that one in
+	// between would still see the old state (a request queued in SQD after the drain that
+	// should start it, or a drain that finds the QP not yet in RTS and leaves the queue).
+	state ibv.QPState
 
 	// own descriptor fields (published in slot)
 	access ibv.Access
@@ -168,6 +173,7 @@ func (q *qpDrv) Modify(cur *ibv.QPAttr, attr *ibv.QPAttr, mask ibv.AttrMask) err
 	}
 	q.wait = ackWait(timeout, retry)
 
+	q.state = to
 	switch to {
 	case ibv.StateReset:
 		q.peer, q.destQPN, q.access = nil, 0, 0
@@ -244,6 +250,7 @@ func (q *qpDrv) failLocked(wr *ibv.SendWR, st ibv.WCStatus, vendor uint32, detai
 	} else {
 		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: wr.ID, Status: st, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num, VendorErr: vendor})
 	}
+	q.state = ibv.StateError
 	provider.SetState(q.ib, ibv.StateError, ibv.AsyncEvent{Type: ibv.EventQPFatal,
 		Detail: fmt.Sprintf("%v: %v %s", st, wr.Opcode, detail)})
 
@@ -281,7 +288,7 @@ func (q *qpDrv) PostSend(wr *ibv.SendWR) error {
 		return ibv.ErrClosed
 	}
 	var err error
-	switch q.ib.State() {
+	switch q.state {
 	case ibv.StateError:
 		provider.Push(q.ib.SendCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: provider.WCOpcodeOf(wr.Opcode), QPNum: q.num})
 	case ibv.StateSQD:
@@ -305,7 +312,7 @@ func (q *qpDrv) PostSend(wr *ibv.SendWR) error {
 // drainSQD starts the requests posted while the QP was in SQD (progress goroutine).
 func (q *qpDrv) drainSQD() {
 	q.mu.Lock()
-	if !q.destroyed && q.ib.State() == ibv.StateRTS {
+	if !q.destroyed && q.state == ibv.StateRTS {
 		q.drainLocked()
 	}
 	q.mu.Unlock()
@@ -313,7 +320,7 @@ func (q *qpDrv) drainSQD() {
 
 func (q *qpDrv) drainLocked() {
 	for i := 0; i < len(q.sqd); i++ {
-		if q.ib.State() == ibv.StateError {
+		if q.state == ibv.StateError {
 			break // failLocked flushed the rest
 		}
 		q.execLocked(&q.sqd[i])
@@ -379,12 +386,12 @@ func (q *qpDrv) PostSendSync(wr *ibv.SendWR) (ibv.WCStatus, error) {
 	if q.destroyed {
 		return ibv.WCGeneralErr, ibv.ErrClosed
 	}
-	switch q.ib.State() {
+	switch q.state {
 	case ibv.StateError:
 		return ibv.WCWRFlushErr, nil
 	case ibv.StateRTS:
 	default:
-		return ibv.WCGeneralErr, fmt.Errorf("shm: PostSendSync in %v: %w", q.ib.State(), ibv.ErrInvalidState)
+		return ibv.WCGeneralErr, fmt.Errorf("shm: PostSendSync in %v: %w", q.state, ibv.ErrInvalidState)
 	}
 	if len(q.sqd) > 0 {
 		q.drainLocked()
@@ -594,7 +601,7 @@ func (q *qpDrv) PostRecv(wr *ibv.RecvWR) error {
 	if q.destroyed {
 		return ibv.ErrClosed
 	}
-	if q.ib.State() == ibv.StateError {
+	if q.state == ibv.StateError {
 		provider.Push(q.ib.RecvCQ(), ibv.WC{WRID: wr.ID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPNum: q.num})
 		return nil
 	}

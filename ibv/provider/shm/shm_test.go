@@ -484,25 +484,31 @@ func TestModifyToErrorFlushesReceives(t *testing.T) {
 	require.Equal(t, uint64(6), wc[1].WRID)
 }
 
+// TestSQDQueuesUntilRTS: a request posted in SQD waits, and starts on the return to RTS. Many
+// rounds: the drain runs on the progress goroutine, which once raced the state's store (it read
+// the QP still in SQD and left the request queued until the next post).
 func TestSQDQueuesUntilRTS(t *testing.T) {
 	a, b := pair(t)
 	dst, dmr := allocMR(t, b, 64, ibv.AccessAll)
-	require.NoError(t, a.qp.Modify(&ibv.QPAttr{State: ibv.StateSQD}, ibv.AttrState))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ev, err := a.ctx.GetAsyncEvent(ctx)
-	require.NoError(t, err)
-	require.Equal(t, ibv.EventSQDrained, ev.Type)
-	require.NoError(t, a.qp.PostSend(&ibv.SendWR{ID: 3, Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{42}, RemoteAddr: dmr.Addr, RKey: dmr.RKey}))
-	require.Equal(t, 0, a.cq.Len(), "not started in SQD")
-	require.Equal(t, byte(0), dst[0])
-	require.NoError(t, a.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState))
-	require.NoError(t, a.cq.Wait(ctx))
-	var wc [1]ibv.WC
-	require.Equal(t, 1, a.cq.Poll(wc[:]))
-	require.Equal(t, uint64(3), wc[0].WRID)
-	require.Equal(t, ibv.WCSuccess, wc[0].Status)
-	require.Equal(t, byte(42), dst[0])
+	for round := range 2000 {
+		v := byte(round%250 + 1)
+		require.NoError(t, a.qp.Modify(&ibv.QPAttr{State: ibv.StateSQD}, ibv.AttrState))
+		ev, err := a.ctx.GetAsyncEvent(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ibv.EventSQDrained, ev.Type)
+		require.NoError(t, a.qp.PostSend(&ibv.SendWR{ID: uint64(round), Flags: ibv.SendSignaled, Opcode: ibv.OpRDMAWrite, LocalBuf: []byte{v}, RemoteAddr: dmr.Addr, RKey: dmr.RKey}))
+		require.Equal(t, 0, a.cq.Len(), "not started in SQD")
+		require.NotEqual(t, v, dst[0], "round %d: started in SQD", round)
+		require.NoError(t, a.qp.Modify(&ibv.QPAttr{State: ibv.StateRTS}, ibv.AttrState))
+		require.NoError(t, a.cq.Wait(ctx), "round %d: the request posted in SQD never started", round)
+		var wc [1]ibv.WC
+		require.Equal(t, 1, a.cq.Poll(wc[:]))
+		require.Equal(t, uint64(round), wc[0].WRID)
+		require.Equal(t, ibv.WCSuccess, wc[0].Status)
+		require.Equal(t, v, dst[0])
+	}
 }
 
 func TestAlternatePathArms(t *testing.T) {
