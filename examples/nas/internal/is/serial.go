@@ -41,10 +41,14 @@ type serial struct {
 }
 
 // Count returns the population of each bucket (key >> shift) of keys into counts (cleared first).
+// Keys are in [0, MaxKey): the shift is of the key's bits as unsigned, by a count masked to the
+// width, so the loop is a load, a shift and an increment (a signed shift by a variable count
+// checks the count on every key).
 func Count(keys []int32, shift int, counts []int32) {
 	clear(counts)
+	sh := uint(shift) & 31
 	for _, k := range keys {
-		counts[k>>shift]++
+		counts[uint32(k)>>sh]++
 	}
 }
 

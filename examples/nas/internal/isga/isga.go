@@ -79,16 +79,16 @@ type sorter struct {
 	modifyLocal bool
 	hs          []*globalarray.Handle // the non-blocking Puts of an exchange
 
-	cnt   []int32 // my bucket counts
-	out   []int32 // my row: cnt, then the test keys of my share (0 elsewhere)
-	all   []int32 // every rank's counts
-	start []int   // where each bucket starts in key order, NumBuckets+1 entries
-	dest  []int32 // the rank that ranks each bucket
-	b1    []int   // rank r ranks buckets [b1[r], b1[r+1]); Size+1 entries
-	put   []int   // where my part for rank r goes in redist
-	part  []int   // start of my part for rank r in local; Size+1 entries
-	cur   []int   // fill cursor per bucket
-	local []int32 // my keys sorted by bucket (so grouped by destination)
+	cnt   []int32  // my bucket counts
+	out   []int32  // my row: cnt, then the test keys of my share (0 elsewhere)
+	all   []int32  // every rank's counts
+	start []int    // where each bucket starts in key order, NumBuckets+1 entries
+	dest  []int32  // the rank that ranks each bucket
+	b1    []int    // rank r ranks buckets [b1[r], b1[r+1]); Size+1 entries
+	put   []int    // where my part for rank r goes in redist
+	part  []int    // start of my part for rank r in local; Size+1 entries
+	cur   []uint32 // fill cursor per bucket
+	local []int32  // my keys sorted by bucket (so grouped by destination)
 
 	own      []int32    // the keys I rank from my own part (in local: never Put)
 	mine     [2][]int32 // the keys I rank from the other ranks' parts (my block of redist)
@@ -231,7 +231,7 @@ func (s *sorter) setup(ctx context.Context) error {
 	s.b1 = make([]int, s.size+1)
 	s.put = make([]int, s.size)
 	s.part = make([]int, s.size+1)
-	s.cur = make([]int, s.nb)
+	s.cur = make([]uint32, s.nb)
 	s.local = make([]int32, len(s.myKeys))
 	if err := s.sync(ctx); err != nil { // every rank's keys generated
 		return err
@@ -384,16 +384,19 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	// rank ranks a contiguous range of buckets), one Put per destination. Bucket order also makes
 	// step 4's counting walk key_buff1 almost sequentially: counting keys in their original
 	// order hits it at random and costs more than the sort (class B at one rank: 2x the time).
-	local, cur, shift := s.local, s.cur, s.shift // locals: the stores below cannot alias them
-	pos := 0
+	// (locals: the stores below cannot alias them; the cursor is loaded and stored, not
+	// incremented in memory, and the shift is unsigned by a masked count, as in is.Count)
+	local, cur, shift := s.local, s.cur, uint(s.shift)&31
+	pos := uint32(0)
 	for b, c := range s.cnt {
 		cur[b] = pos
-		pos += int(c)
+		pos += uint32(c)
 	}
 	for _, k := range s.myKeys {
-		b := k >> shift
-		local[cur[b]] = k
-		cur[b]++
+		b := uint32(k) >> shift
+		c := cur[b]
+		local[c] = k
+		cur[b] = c + 1
 	}
 	for k := 1; k < s.size; k++ {
 		d := (s.rank + k) % s.size // each rank starts with its next one
@@ -420,16 +423,17 @@ func (s *sorter) rankKeys(ctx context.Context, iteration int) error {
 	s.mine = [2][]int32{s.myRedist[:at], s.myRedist[at+len(s.own) : khi-klo]}
 	v1, v2 := b1*s.nbk, b2*s.nbk
 	s.buff1 = slices.Grow(s.buff1[:0], v2-v1)[:v2-v1]
-	clear(s.buff1)
+	buff1 := s.buff1 // a local: the stores below cannot alias it
+	clear(buff1)
 	for _, keys := range [3][]int32{s.own, s.mine[0], s.mine[1]} {
 		for _, k := range keys {
-			s.buff1[int(k)-v1]++
+			buff1[int(k)-v1]++
 		}
 	}
 	acc := int32(klo)
-	for i, c := range s.buff1 {
+	for i, c := range buff1 {
 		acc += c
-		s.buff1[i] = acc
+		buff1[i] = acc
 	}
 	// 5. partial verification of the test keys whose value k-1 falls in my range
 	for i, k := range pv {
