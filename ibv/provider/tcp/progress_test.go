@@ -21,7 +21,7 @@ import (
 // (GOMAXPROCS 1: the Go scheduler consults the netpoller only when nothing else can run, and
 // both consumers always can): the progress call read the parked readers' sockets in their
 // place. Also under a stream reader that polls itself (Config.PollBudget), which reads with
-// ReadPlaced and calls the progress call between polls: there the progress call woke it.
+// ReadPlaced and calls the progress call between polls.
 func TestProgress(t *testing.T) {
 	for _, budget := range []time.Duration{0, 200 * time.Microsecond} {
 		t.Run(fmt.Sprintf("poll=%v", budget), func(t *testing.T) {
@@ -50,12 +50,13 @@ func TestProgress(t *testing.T) {
 				kicks += d.streams.kicks.Load()
 				steals += d.streams.steals.Load()
 			}
-			if budget == 0 {
-				// the readers park inside serve: the progress call reads their sockets itself
-				require.NotZero(t, steals, "no progress call read a parked reader's socket")
-			} else {
-				require.NotZero(t, kicks, "no reader was woken by the progress call")
-			}
+			// Which of the two a wake was depends on where the reader was when the consumer
+			// called (parked inside serve: read in its place, a steal; parked elsewhere, or
+			// a read in its place refused: woken, a kick), which the scheduler decides:
+			// mostly steals without a poll budget, kicks with one, but either may be all of
+			// them on a loaded machine (the race detector under parallel packages).
+			t.Logf("kicks %d, steals %d", kicks, steals)
+			require.NotZero(t, kicks+steals, "no progress call read a parked reader's socket or woke it")
 			require.NotZero(t, woke.Load(), "no progress call reported its wake")
 			require.LessOrEqual(t, woke.Load(), kicks+steals, "a progress call reported a wake it did not make")
 		})
