@@ -33,8 +33,7 @@ type Peer struct {
 	names   []string // benchmarks it implements
 	syncs   []Sync   // synchronizations it implements
 	tcpArgs []string // launcher options forcing the network path between ranks of one host
-	tcpEnv  []string
-	shmOnly bool // a shared-memory path only: no run with transport tcp
+	shmOnly bool     // a shared-memory path only: no run with transport tcp
 	// busyPolls: its ranks wait by polling without yielding the core (MPICH's ch3), so with more
 	// ranks than cores each wait lasts until the scheduler preempts the poller
 	busyPolls bool
@@ -66,7 +65,7 @@ func (p Peer) Describe(transport string) string {
 	if transport != "tcp" {
 		return p.doc
 	}
-	if tcp := strings.Join(append(slices.Clone(p.tcpArgs), p.tcpEnv...), " "); tcp != "" {
+	if tcp := strings.Join(p.tcpArgs, " "); tcp != "" {
 		return p.doc + "; over tcp with " + tcp
 	}
 	return p.doc
@@ -98,7 +97,6 @@ func (p Peer) Run(ctx context.Context, o Options, np int, transport string) (*Re
 	env := append(os.Environ(), p.env...)
 	if transport == "tcp" {
 		args = append(args, p.tcpArgs...)
-		env = append(env, p.tcpEnv...)
 	}
 	args = append(args, "-np", strconv.Itoa(np), p.exe, o.Name)
 	args = append(args, p.args...)
@@ -157,7 +155,6 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 		launch        []string
 		env           []string
 		tcpArgs       []string
-		tcpEnv        []string
 		busyPolls     bool
 		shmOnly       bool
 	}
@@ -192,13 +189,13 @@ func FindPeers(ctx context.Context, dir string) ([]Peer, []string) {
 				Name: m.name + "-" + win, launcher: append([]string{run}, m.launch...), exe: exe,
 				args: []string{"-win", win}, env: env, names: oneSidedNames,
 				doc:     lib + ", MPI_Win_" + win + ", the library's choice of one-sided component",
-				tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv, busyPolls: m.busyPolls, shmOnly: m.shmOnly,
+				tcpArgs: m.tcpArgs, busyPolls: m.busyPolls, shmOnly: m.shmOnly,
 			})
 		}
 		peers = append(peers, Peer{
 			Name: m.name, launcher: append([]string{run}, m.launch...), exe: exe, env: env,
 			names: []string{"barrier", "allreduce"}, doc: lib + ", MPI_Barrier (barrier), MPI_Allreduce (allreduce)",
-			tcpArgs: m.tcpArgs, tcpEnv: m.tcpEnv, busyPolls: m.busyPolls, shmOnly: m.shmOnly,
+			tcpArgs: m.tcpArgs, busyPolls: m.busyPolls, shmOnly: m.shmOnly,
 		})
 		if m.name != "openmpi" {
 			continue

@@ -376,17 +376,15 @@ func (c *Conn) Post(wr *ibv.SendWR) error {
 		c.qp.ReleaseBurst()
 		return fmt.Errorf("hybridft: %w: %d requests logged", ibv.ErrQueueFull, c.log.cap())
 	}
-	// SendMore holds this request's packets for the next post (ibv.SendMore); a replay of the
-	// entry never holds them
-	more := e.wr.Flags & ibv.SendMore
-	e.wr.Flags &^= ibv.SendMore
+	// SendMore holds this request's packets for the next post (ibv.SendMore) on its first post
+	// only: the logged entry drops it, so a replay never holds them
 	if c.state != stNormal {
+		e.wr.Flags &^= ibv.SendMore
 		e.state = esQueued
 		return nil
 	}
-	e.wr.Flags |= more
 	err := c.postEntry(e, &e.wr)
-	e.wr.Flags &^= more
+	e.wr.Flags &^= ibv.SendMore
 	if err != nil {
 		c.log.dropTail()
 		return err
